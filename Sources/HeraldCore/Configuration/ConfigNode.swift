@@ -1,0 +1,159 @@
+/// A JSON object read from a configuration file, read strictly: every error
+/// names the file and the key path, and keys nobody read are errors too.
+///
+/// ```swift
+/// let node = try ConfigNode.load(path: "herald.json")
+/// let limit = try node.int("limit") ?? 2048
+/// try node.finish()   // fails on any key that was not read
+/// ```
+public final class ConfigNode: @unchecked Sendable {
+    public let file: String
+    public let path: String
+    public let object: JSONObject
+    var read: Set<String> = []
+    var children: [ConfigNode] = []
+
+    public init(file: String, path: String = "", object: JSONObject) {
+        self.file = file
+        self.path = path
+        self.object = object
+    }
+
+    /// An empty configuration (all defaults).
+    public static func empty(file: String = "(defaults)") -> ConfigNode { ConfigNode(file: file, object: JSONObject()) }
+
+    /// Reads and parses a JSON configuration file.
+    public static func load(path: String) throws(ConfigError) -> ConfigNode {
+        var bytes: [UInt8] = []
+        do {
+            var reader = try LineReader(path: path)
+            while let line = try reader.next() {
+                switch line {
+                case .line(_, let b): bytes.append(contentsOf: b); bytes.append(0x0A)
+                case .tooLong(let n): throw ConfigError(file: path, key: "", message: "line \(n) is too long")
+                }
+            }
+        } catch let e as IOError {
+            throw ConfigError(file: path, key: "", message: "cannot read: \(e)")
+        } catch let e as ConfigError {
+            throw e
+        } catch {
+            throw ConfigError(file: path, key: "", message: "\(error)")
+        }
+        let value: JSONValue
+        do { value = try JSONParser.parse(bytes) } catch { throw ConfigError(file: path, key: "", message: error.description) }
+        guard case .object(let o) = value else { throw ConfigError(file: path, key: "", message: "the top level must be an object") }
+        return ConfigNode(file: path, object: o)
+    }
+
+    func full(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// An error about `key` in this node.
+    public func error(_ key: String, _ message: String) -> ConfigError {
+        ConfigError(file: file, key: full(key), message: message)
+    }
+
+    /// Whether the key is present (and marks it read).
+    public func has(_ key: String) -> Bool {
+        read.insert(key)
+        return object[key] != nil
+    }
+
+    public func value(_ key: String) -> JSONValue? {
+        read.insert(key)
+        return object[key]
+    }
+
+    public func string(_ key: String) throws(ConfigError) -> String? {
+        guard let v = value(key) else { return nil }
+        guard case .string(let s) = v else { throw error(key, "must be a string, got \(v.typeName)") }
+        return s
+    }
+
+    public func string(_ key: String, oneOf allowed: [String]) throws(ConfigError) -> String? {
+        guard let s = try string(key) else { return nil }
+        guard allowed.contains(s) else {
+            throw error(key, "must be one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(s)\"")
+        }
+        return s
+    }
+
+    public func int(_ key: String, in range: ClosedRange<Int>? = nil) throws(ConfigError) -> Int? {
+        guard let v = value(key) else { return nil }
+        guard let n = v.numberValue, n.isInteger, let i = n.intValue else { throw error(key, "must be an integer, got \(v.compactText)") }
+        if let range, !range.contains(i) { throw error(key, "must be from \(range.lowerBound) to \(range.upperBound), got \(i)") }
+        return i
+    }
+
+    public func double(_ key: String) throws(ConfigError) -> Double? {
+        guard let v = value(key) else { return nil }
+        guard let d = v.numberValue?.doubleValue else { throw error(key, "must be a number, got \(v.typeName)") }
+        return d
+    }
+
+    public func bool(_ key: String) throws(ConfigError) -> Bool? {
+        guard let v = value(key) else { return nil }
+        guard let b = v.boolValue else { throw error(key, "must be true or false, got \(v.compactText)") }
+        return b
+    }
+
+    public func strings(_ key: String) throws(ConfigError) -> [String]? {
+        guard let v = value(key) else { return nil }
+        guard case .array(let a) = v else { throw error(key, "must be an array of strings") }
+        var out: [String] = []
+        for e in a {
+            guard case .string(let s) = e else { throw error(key, "must be an array of strings, found \(e.typeName)") }
+            out.append(s)
+        }
+        return out
+    }
+
+    /// A nested object; absent gives an empty node (so defaults apply).
+    public func child(_ key: String) throws(ConfigError) -> ConfigNode {
+        let v = value(key)
+        let o: JSONObject
+        switch v {
+        case nil: o = JSONObject()
+        case .object(let obj)?: o = obj
+        case let other?: throw error(key, "must be an object, got \(other.typeName)")
+        }
+        let c = ConfigNode(file: file, path: full(key), object: o)
+        children.append(c)
+        return c
+    }
+
+    /// An array of objects.
+    public func children(_ key: String) throws(ConfigError) -> [ConfigNode] {
+        guard let v = value(key) else { return [] }
+        guard case .array(let a) = v else { throw error(key, "must be an array of objects") }
+        var out: [ConfigNode] = []
+        for (i, e) in a.enumerated() {
+            guard case .object(let o) = e else { throw error("\(key)[\(i)]", "must be an object, got \(e.typeName)") }
+            let c = ConfigNode(file: file, path: full("\(key)[\(i)]"), object: o)
+            children.append(c)
+            out.append(c)
+        }
+        return out
+    }
+
+    /// Fails on the first key, here or in any child read, that nothing read.
+    public func finish() throws(ConfigError) {
+        for k in object.keys where !read.contains(k) {
+            throw error(k, "unknown key")
+        }
+        for c in children { try c.finish() }
+    }
+}
+
+/// A configuration error, naming the file and the key.
+public struct ConfigError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let file: String
+    public let key: String
+    public let message: String
+    public init(file: String, key: String, message: String) {
+        self.file = file
+        self.key = key
+        self.message = message
+    }
+    public var description: String { key.isEmpty ? "\(file): \(message)" : "\(file): \(key): \(message)" }
+}

@@ -1,0 +1,119 @@
+/// A device token: the opaque bytes APNs hands to an app at registration.
+///
+/// Tokens travel as bytes; hex is only their text form. Up to 32 bytes (the
+/// size APNs has always issued) are stored inline, with no allocation, so a
+/// request can be copied between stages cheaply; longer tokens fall back to an
+/// array. `description` is redacted: a full token is never logged.
+public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
+    @usableFromInline var w0: UInt64 = 0
+    @usableFromInline var w1: UInt64 = 0
+    @usableFromInline var w2: UInt64 = 0
+    @usableFromInline var w3: UInt64 = 0
+    @usableFromInline var overflow: [UInt8]? = nil
+    /// Number of bytes in the token.
+    public private(set) var count: Int = 0
+
+    /// The size of the tokens APNs issues, and the only size the binary interface accepts.
+    public static let standardLength = 32
+
+    /// Creates a token from its bytes.
+    public init<C: Collection>(bytes: C) where C.Element == UInt8 {
+        count = bytes.count
+        if count > 32 {
+            overflow = Array(bytes)
+            return
+        }
+        var tuple = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &tuple) { raw in
+            var i = 0
+            for b in bytes { raw[i] = b; i += 1 }
+        }
+        (w0, w1, w2, w3) = tuple
+    }
+
+    /// Parses a token from hex text: case-insensitive, an even number of hex
+    /// digits and nothing else, at most 512 bytes.
+    public init(hex: some StringProtocol) throws(TokenError) {
+        var utf8 = Array(hex.utf8)
+        try self.init(hexUTF8: &utf8)
+    }
+
+    init(hexUTF8 utf8: inout [UInt8]) throws(TokenError) {
+        if utf8.isEmpty { throw TokenError(.empty) }
+        if utf8.count % 2 != 0 { throw TokenError(.oddLength(utf8.count)) }
+        if utf8.count > 1024 { throw TokenError(.tooLong(utf8.count / 2)) }
+        var bytes = [UInt8](repeating: 0, count: utf8.count / 2)
+        for i in 0..<bytes.count {
+            guard let hi = Self.nibble(utf8[2 * i]) else { throw TokenError(.notHex(offset: 2 * i)) }
+            guard let lo = Self.nibble(utf8[2 * i + 1]) else { throw TokenError(.notHex(offset: 2 * i + 1)) }
+            bytes[i] = hi << 4 | lo
+        }
+        self.init(bytes: bytes)
+    }
+
+    @inline(__always)
+    static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c &- UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c &- UInt8(ascii: "a") &+ 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c &- UInt8(ascii: "A") &+ 10
+        default: return nil
+        }
+    }
+
+    /// Calls `body` with the token's bytes.
+    @inlinable
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let overflow { return try overflow.withUnsafeBytes(body) }
+        var tuple = (w0, w1, w2, w3)
+        let n = count
+        return try Swift.withUnsafeBytes(of: &tuple) { try body(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+
+    /// The token's bytes as an array.
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+
+    /// Lowercase hex of the whole token. Do not log it: use ``redacted``.
+    public var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        return withUnsafeBytes { raw in
+            String(unsafeUninitializedCapacity: raw.count * 2) { out in
+                for (i, b) in raw.enumerated() {
+                    out[2 * i] = digits[Int(b >> 4)]
+                    out[2 * i + 1] = digits[Int(b & 0xF)]
+                }
+                return raw.count * 2
+            }
+        }
+    }
+
+    /// The first and last four hex digits, for logs: `a1b2…e9f0`.
+    public var redacted: String {
+        let h = hex
+        guard h.count > 8 else { return String(repeating: "•", count: h.count) }
+        return "\(h.prefix(4))…\(h.suffix(4))"
+    }
+
+    public var description: String { redacted }
+}
+
+/// Why a device token could not be parsed.
+public struct TokenError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable {
+        case empty
+        case oddLength(Int)
+        case notHex(offset: Int)
+        case tooLong(Int)
+    }
+    public let kind: Kind
+    init(_ kind: Kind) { self.kind = kind }
+
+    public var description: String {
+        switch kind {
+        case .empty: return "device token is empty"
+        case .oddLength(let n): return "device token has an odd number of hex digits (\(n))"
+        case .notHex(let offset): return "device token has a non-hex character at offset \(offset)"
+        case .tooLong(let n): return "device token is too long (\(n) bytes)"
+        }
+    }
+}

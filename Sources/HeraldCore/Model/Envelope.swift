@@ -1,0 +1,69 @@
+/// A request on its way through the pipeline, with what the stages have made of it.
+public struct Envelope: Sendable {
+    /// Unique within a pipeline run, assigned on entry, in source order.
+    public let sequence: UInt64
+    /// Where the request came from (a line number in a JSON Lines file), if known.
+    public var line: Int?
+    /// The request, as modified by the stages so far (localized, truncated…).
+    public var request: NotificationRequest
+    /// The compact JSON payload, once built.
+    public var payload: [UInt8] = []
+    /// The wire form, once framed.
+    public var frame: Frame?
+    /// Set when a stage decides the request's fate early (dropped, suppressed…).
+    /// Stages leave decided envelopes alone; the runtime records them.
+    public var outcome: Outcome?
+
+    public init(sequence: UInt64, line: Int? = nil, request: NotificationRequest) {
+        self.sequence = sequence
+        self.line = line
+        self.request = request
+    }
+
+    /// The record of this envelope ending with `outcome`.
+    public func record(_ outcome: Outcome) -> OutcomeRecord {
+        OutcomeRecord(sequence: sequence, line: line, id: request.id, token: request.token, outcome: outcome)
+    }
+}
+
+/// The bytes of one notification on the wire.
+public struct Frame: Sendable, Hashable {
+    /// The encoded notification.
+    public var bytes: [UInt8]
+    /// Where the 4-byte big-endian notification identifier sits in `bytes`,
+    /// so a transport can give it a per-connection identifier without
+    /// re-encoding; `nil` for formats without one (the simple format).
+    public var identifierOffset: Int?
+
+    public init(bytes: [UInt8], identifierOffset: Int?) {
+        self.bytes = bytes
+        self.identifierOffset = identifierOffset
+    }
+
+    /// Overwrites the identifier, if the format has one.
+    @inlinable
+    public mutating func setIdentifier(_ id: UInt32) {
+        guard let o = identifierOffset else { return }
+        bytes[o] = UInt8(truncatingIfNeeded: id >> 24)
+        bytes[o + 1] = UInt8(truncatingIfNeeded: id >> 16)
+        bytes[o + 2] = UInt8(truncatingIfNeeded: id >> 8)
+        bytes[o + 3] = UInt8(truncatingIfNeeded: id)
+    }
+}
+
+/// How one request ended: what the ledger counts and the outcome writer prints.
+public struct OutcomeRecord: Sendable, Hashable {
+    public var sequence: UInt64
+    public var line: Int?
+    public var id: UInt32?
+    public var token: DeviceToken?
+    public var outcome: Outcome
+
+    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken?, outcome: Outcome) {
+        self.sequence = sequence
+        self.line = line
+        self.id = id
+        self.token = token
+        self.outcome = outcome
+    }
+}

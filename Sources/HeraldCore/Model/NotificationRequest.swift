@@ -1,0 +1,132 @@
+/// One notification to send: who it goes to, what it says, and how APNs should treat it.
+///
+/// A value type: stages copy and modify it freely. Either the structured
+/// fields (`aps` and `custom`) or `rawPayload` describe the payload.
+public struct NotificationRequest: Sendable, Hashable {
+    /// The caller's identifier, echoed in the outcome; also the binary
+    /// interface's notification identifier when the framer is told to use it.
+    public var id: UInt32?
+    /// The device token.
+    public var token: DeviceToken
+    /// The app's bundle identifier (`apns-topic`; not carried by the binary interface).
+    public var topic: String?
+    /// The `aps` dictionary.
+    public var aps: APS
+    /// Custom keys, peers of `aps`, in order.
+    public var custom: JSONObject
+    /// A complete payload given as-is (the request's `payload` form); validated
+    /// and re-emitted compactly by the payload builder.
+    public var rawPayload: JSONValue?
+    /// The device's preferred language, a BCP 47 tag such as `fr-CA`.
+    public var language: String?
+    /// When APNs may stop trying to deliver: UNIX seconds; 0 means "do not store".
+    public var expiry: UInt32?
+    /// Delivery priority; `nil` lets the payload builder choose.
+    public var priority: Priority?
+    /// The localization mode for this request; `nil` uses the configured mode.
+    public var localization: LocalizationMode?
+
+    public init(
+        token: DeviceToken, aps: APS = APS(), custom: JSONObject = JSONObject(), id: UInt32? = nil,
+        topic: String? = nil, language: String? = nil, expiry: UInt32? = nil, priority: Priority? = nil
+    ) {
+        self.token = token
+        self.aps = aps
+        self.custom = custom
+        self.id = id
+        self.topic = topic
+        self.language = language
+        self.expiry = expiry
+        self.priority = priority
+    }
+}
+
+/// APNs delivery priority. A struct with static members so new values can be added.
+public struct Priority: Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// Send now; the notification must alert, sound or badge.
+    public static let immediately = Priority(rawValue: 10)
+    /// Send at a time that conserves the device's power.
+    public static let considerPower = Priority(rawValue: 5)
+    /// Lowest priority (HTTP/2 only).
+    public static let low = Priority(rawValue: 1)
+    public var description: String { String(rawValue) }
+}
+
+/// Where localization happens.
+public struct LocalizationMode: Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// Herald renders the text in the device's language.
+    public static let server = LocalizationMode(rawValue: "server")
+    /// The keys go to the device, which renders them from the app's bundle.
+    public static let client = LocalizationMode(rawValue: "client")
+    public var description: String { rawValue }
+}
+
+/// The `aps` dictionary: Apple-defined keys.
+public struct APS: Sendable, Hashable {
+    public var alert: Alert?
+    /// Badge number; 0 clears it.
+    public var badge: Int?
+    public var sound: Sound?
+    public var threadID: String?
+    public var category: String?
+    public var contentAvailable: Bool = false
+    public var mutableContent: Bool = false
+    public var targetContentID: String?
+    /// `passive`, `active`, `time-sensitive` or `critical`.
+    public var interruptionLevel: String?
+    /// 0…1.
+    public var relevanceScore: Double?
+    public var filterCriteria: String?
+    // Live Activities
+    public var timestamp: Int?
+    public var event: String?
+    public var contentState: JSONValue?
+    public var staleDate: Int?
+    public var dismissalDate: Int?
+    public var attributesType: String?
+    public var attributes: JSONValue?
+
+    public init() {}
+}
+
+/// The alert: a plain body, or a dictionary of text and localization keys.
+public struct Alert: Sendable, Hashable {
+    public var title: String?
+    public var subtitle: String?
+    public var body: String?
+    public var launchImage: String?
+    /// `.some(nil)` is the explicit JSON `null`: a single OK button.
+    public var actionLocKey: String??
+    public var locKey: String?
+    public var locArgs: [String]?
+    public var titleLocKey: String?
+    public var titleLocArgs: [String]?
+    public var subtitleLocKey: String?
+    public var subtitleLocArgs: [String]?
+
+    public init(body: String? = nil, title: String? = nil, subtitle: String? = nil) {
+        self.body = body
+        self.title = title
+        self.subtitle = subtitle
+    }
+
+    /// Whether the alert has only a body, and so may be sent as a plain string.
+    public var isBodyOnly: Bool {
+        body != nil && title == nil && subtitle == nil && launchImage == nil && actionLocKey == nil
+            && locKey == nil && locArgs == nil && titleLocKey == nil && titleLocArgs == nil
+            && subtitleLocKey == nil && subtitleLocArgs == nil
+    }
+
+    /// Whether any localization key is present.
+    public var hasLocalizationKeys: Bool { locKey != nil || titleLocKey != nil || subtitleLocKey != nil }
+}
+
+/// The sound: a file name, or the critical-alert dictionary.
+public enum Sound: Sendable, Hashable {
+    case named(String)
+    case critical(name: String, volume: Double, critical: Bool)
+}

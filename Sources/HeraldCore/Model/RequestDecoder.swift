@@ -1,0 +1,176 @@
+/// Decodes the JSON Lines request contract into a ``NotificationRequest``.
+///
+/// Structured form:
+/// `{"token":"<hex>","topic":"…","alert":"Hi"|{…},"badge":5,"sound":"default","custom":{…},"language":"fr-CA","expiry":1700000000,"priority":10,"id":42}`
+/// Raw form: `{"token":"<hex>","payload":{"aps":{…},…}}`.
+/// Unknown keys and wrongly typed values are errors naming the key.
+public struct RequestDecoder: Sendable {
+    public init() {}
+
+    /// Decodes one line's bytes.
+    public func decode(line: UnsafeRawBufferPointer) throws(RequestError) -> NotificationRequest {
+        let value: JSONValue
+        do { value = try JSONParser.parse(line) } catch { throw RequestError(error.description) }
+        return try decode(value)
+    }
+
+    /// Decodes a parsed JSON value.
+    public func decode(_ value: JSONValue) throws(RequestError) -> NotificationRequest {
+        guard case .object(let o) = value else { throw RequestError("request must be a JSON object, got \(value.typeName)") }
+        guard let tokenValue = o["token"] else { throw RequestError("missing \"token\"") }
+        guard case .string(let hex) = tokenValue else { throw RequestError("\"token\" must be a hex string") }
+        let token: DeviceToken
+        do { token = try DeviceToken(hex: hex) } catch { throw RequestError("\"token\": \(error)") }
+        var r = NotificationRequest(token: token)
+        for (key, v) in o {
+            switch key {
+            case "token": break
+            case "id":
+                guard let n = v.numberValue?.intValue, n >= 0, n <= Int(UInt32.max) else {
+                    throw RequestError("\"id\" must be an integer from 0 to \(UInt32.max)")
+                }
+                r.id = UInt32(n)
+            case "topic": r.topic = try string(v, key)
+            case "language": r.language = try string(v, key)
+            case "expiry":
+                guard let n = v.numberValue?.intValue, n >= 0, n <= Int(UInt32.max) else {
+                    throw RequestError("\"expiry\" must be UNIX seconds (0 to \(UInt32.max))")
+                }
+                r.expiry = UInt32(n)
+            case "priority":
+                guard let n = v.numberValue?.intValue, [1, 5, 10].contains(n) else {
+                    throw RequestError("\"priority\" must be 10, 5 or 1")
+                }
+                r.priority = Priority(rawValue: UInt8(n))
+            case "localization", "localize":
+                let m = try string(v, key)
+                guard m == "server" || m == "client" else { throw RequestError("\"\(key)\" must be \"server\" or \"client\"") }
+                r.localization = LocalizationMode(rawValue: m)
+            case "payload": r.rawPayload = v
+            case "custom":
+                guard case .object(let c) = v else { throw RequestError("\"custom\" must be an object") }
+                r.custom = c
+            case "aps":
+                guard case .object(let a) = v else { throw RequestError("\"aps\" must be an object") }
+                for (k, av) in a { try decodeAPSKey(k, av, into: &r.aps, context: "aps.") }
+            default:
+                try decodeAPSKey(key, v, into: &r.aps, context: "")
+            }
+        }
+        if r.rawPayload != nil {
+            let structured = o.keys.filter { !["token", "id", "topic", "language", "expiry", "priority", "payload"].contains($0) }
+            if !structured.isEmpty {
+                throw RequestError("\"payload\" (raw form) cannot be combined with \(structured.map { "\"\($0)\"" }.joined(separator: ", "))")
+            }
+        }
+        return r
+    }
+
+    /// Decodes one Apple-defined `aps` key.
+    public func decodeAPSKey(_ key: String, _ v: JSONValue, into aps: inout APS, context: String) throws(RequestError) {
+        let name = context + key
+        switch key {
+        case "alert":
+            switch v {
+            case .string(let s): aps.alert = Alert(body: s)
+            case .object(let a): aps.alert = try decodeAlert(a, name: name)
+            default: throw RequestError("\"\(name)\" must be a string or an object")
+            }
+        case "badge":
+            guard let n = v.numberValue, n.isInteger, let i = n.intValue else { throw RequestError("\"\(name)\" must be an integer") }
+            aps.badge = i
+        case "sound":
+            switch v {
+            case .string(let s): aps.sound = .named(s)
+            case .object(let s):
+                var soundName = "default", volume = 1.0, critical = false
+                for (k, sv) in s {
+                    switch k {
+                    case "name": soundName = try string(sv, "\(name).name")
+                    case "volume":
+                        guard let d = sv.numberValue?.doubleValue else { throw RequestError("\"\(name).volume\" must be a number") }
+                        volume = d
+                    case "critical":
+                        if let b = sv.boolValue { critical = b } else if let n = sv.numberValue?.intValue, n == 0 || n == 1 { critical = n == 1 } else {
+                            throw RequestError("\"\(name).critical\" must be 0 or 1")
+                        }
+                    default: throw RequestError("unknown key \"\(name).\(k)\"")
+                    }
+                }
+                aps.sound = .critical(name: soundName, volume: volume, critical: critical)
+            default: throw RequestError("\"\(name)\" must be a string or an object")
+            }
+        case "thread-id": aps.threadID = try string(v, name)
+        case "category": aps.category = try string(v, name)
+        case "content-available": aps.contentAvailable = try flag(v, name)
+        case "mutable-content": aps.mutableContent = try flag(v, name)
+        case "target-content-id": aps.targetContentID = try string(v, name)
+        case "interruption-level": aps.interruptionLevel = try string(v, name)
+        case "relevance-score":
+            guard let d = v.numberValue?.doubleValue else { throw RequestError("\"\(name)\" must be a number") }
+            aps.relevanceScore = d
+        case "filter-criteria": aps.filterCriteria = try string(v, name)
+        case "timestamp": aps.timestamp = try int(v, name)
+        case "event": aps.event = try string(v, name)
+        case "content-state": aps.contentState = v
+        case "stale-date": aps.staleDate = try int(v, name)
+        case "dismissal-date": aps.dismissalDate = try int(v, name)
+        case "attributes-type": aps.attributesType = try string(v, name)
+        case "attributes": aps.attributes = v
+        default: throw RequestError("unknown key \"\(name)\"")
+        }
+    }
+
+    func decodeAlert(_ a: JSONObject, name: String) throws(RequestError) -> Alert {
+        var alert = Alert()
+        for (k, v) in a {
+            let n = "\(name).\(k)"
+            switch k {
+            case "title": alert.title = try string(v, n)
+            case "subtitle": alert.subtitle = try string(v, n)
+            case "body": alert.body = try string(v, n)
+            case "launch-image": alert.launchImage = try string(v, n)
+            case "action-loc-key": alert.actionLocKey = v.isNull ? .some(nil) : .some(try string(v, n))
+            case "loc-key": alert.locKey = try string(v, n)
+            case "loc-args": alert.locArgs = try strings(v, n)
+            case "title-loc-key": alert.titleLocKey = try string(v, n)
+            case "title-loc-args": alert.titleLocArgs = try strings(v, n)
+            case "subtitle-loc-key": alert.subtitleLocKey = try string(v, n)
+            case "subtitle-loc-args": alert.subtitleLocArgs = try strings(v, n)
+            case "action": alert.actionLocKey = .some(try string(v, n))
+            default: throw RequestError("unknown key \"\(n)\"")
+            }
+        }
+        return alert
+    }
+
+    func string(_ v: JSONValue, _ name: String) throws(RequestError) -> String {
+        guard case .string(let s) = v else { throw RequestError("\"\(name)\" must be a string, got \(v.typeName)") }
+        return s
+    }
+    func int(_ v: JSONValue, _ name: String) throws(RequestError) -> Int {
+        guard let n = v.numberValue, n.isInteger, let i = n.intValue else { throw RequestError("\"\(name)\" must be an integer") }
+        return i
+    }
+    func strings(_ v: JSONValue, _ name: String) throws(RequestError) -> [String] {
+        guard case .array(let a) = v else { throw RequestError("\"\(name)\" must be an array of strings") }
+        var out: [String] = []
+        for e in a {
+            guard case .string(let s) = e else { throw RequestError("\"\(name)\" must contain only strings (loc-args are always strings), got \(e.typeName)") }
+            out.append(s)
+        }
+        return out
+    }
+    func flag(_ v: JSONValue, _ name: String) throws(RequestError) -> Bool {
+        if let b = v.boolValue { return b }
+        if let n = v.numberValue?.intValue, n == 0 || n == 1 { return n == 1 }
+        throw RequestError("\"\(name)\" must be 1 (or 0)")
+    }
+}
+
+/// Why a request line could not be decoded.
+public struct RequestError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reads a file descriptor line by line in fixed-size chunks: memory stays
+/// bounded whatever the file's size. Lines longer than `maximumLineLength`
+/// are reported as too long and skipped, not buffered.
+public struct LineReader: ~Copyable {
+    public enum Line {
+        /// A line (without its `\n` or `\r\n`), valid until the next call.
+        case line(number: Int, bytes: UnsafeRawBufferPointer)
+        /// A line over the maximum length, skipped.
+        case tooLong(number: Int)
+    }
+
+    let fd: Int32
+    let ownsDescriptor: Bool
+    public let maximumLineLength: Int
+    var buffer: UnsafeMutableRawBufferPointer
+    var start = 0
+    var end = 0
+    var eof = false
+    var lineNumber = 0
+    var skipping = false
+
+    /// Opens `path`, or standard input for `-`.
+    public init(path: String, maximumLineLength: Int = 1 << 20) throws(IOError) {
+        if path == "-" {
+            self.init(fd: 0, ownsDescriptor: false, maximumLineLength: maximumLineLength)
+        } else {
+            let fd = open(path, O_RDONLY)
+            if fd < 0 { throw IOError(path: path, errno: errno) }
+            self.init(fd: fd, ownsDescriptor: true, maximumLineLength: maximumLineLength)
+        }
+    }
+
+    public init(fd: Int32, ownsDescriptor: Bool, maximumLineLength: Int = 1 << 20) {
+        self.fd = fd
+        self.ownsDescriptor = ownsDescriptor
+        self.maximumLineLength = maximumLineLength
+        buffer = .allocate(byteCount: max(65536, maximumLineLength + 1), alignment: 1)
+    }
+
+    deinit {
+        buffer.deallocate()
+        if ownsDescriptor { close(fd) }
+    }
+
+    /// The next line, or `nil` at the end of the input.
+    public mutating func next() throws(IOError) -> Line? {
+        while true {
+            if let nl = findNewline() {
+                lineNumber += 1
+                let lineStart = start
+                start = nl + 1
+                if skipping {
+                    skipping = false
+                    return .tooLong(number: lineNumber)
+                }
+                var lineEnd = nl
+                if lineEnd > lineStart && buffer[lineEnd - 1] == UInt8(ascii: "\r") { lineEnd -= 1 }
+                return .line(number: lineNumber, bytes: UnsafeRawBufferPointer(rebasing: buffer[lineStart..<lineEnd]))
+            }
+            if eof {
+                if start < end || skipping {
+                    lineNumber += 1
+                    let s = start
+                    start = end
+                    if skipping { skipping = false; return .tooLong(number: lineNumber) }
+                    return .line(number: lineNumber, bytes: UnsafeRawBufferPointer(rebasing: buffer[s..<end]))
+                }
+                return nil
+            }
+            try fill()
+        }
+    }
+
+    func findNewline() -> Int? {
+        guard start < end else { return nil }
+        return UnsafeRawBufferPointer(rebasing: buffer[start..<end]).firstIndex(of: UInt8(ascii: "\n")).map { $0 + start }
+    }
+
+    mutating func fill() throws(IOError) {
+        if end - start > maximumLineLength {
+            // The current line is too long: forget what we have of it.
+            skipping = true
+            start = 0
+            end = 0
+        } else if start > 0 {
+            let n = end - start
+            if n > 0 { buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + start, byteCount: n) }
+            start = 0
+            end = n
+        }
+        let room = buffer.count - end
+        let n = read(fd, buffer.baseAddress! + end, room)
+        if n < 0 {
+            if errno == EINTR { return }
+            throw IOError(path: fd == 0 ? "standard input" : "fd \(fd)", errno: errno)
+        }
+        if n == 0 { eof = true }
+        end += n
+    }
+}
+
+/// A file could not be read or written.
+public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let path: String
+    public let code: Int32
+    public init(path: String, errno: Int32) {
+        self.path = path
+        self.code = errno
+    }
+    public var description: String { "\(path): \(String(cString: strerror(code)))" }
+}

@@ -1,0 +1,119 @@
+import Synchronization
+
+/// Receives outcome records as they are decided (to write them out, to feed
+/// the token store, to collect them in tests).
+public protocol OutcomeObserver: Sendable {
+    func observe(_ records: [OutcomeRecord])
+}
+
+/// Counts what entered a pipeline and how each request ended, and proves the
+/// books balance: entered = accepted + rejected + dropped + suppressed + failed.
+///
+/// With `tracksIdentity` (the default) it also remembers which sequence
+/// numbers are outstanding, so a request that ends twice, or one that never
+/// entered, is caught as a violation rather than hidden in the totals.
+public final class OutcomeLedger: Sendable {
+    struct State {
+        var entered: UInt64 = 0
+        var counts: [UInt64] = Array(repeating: 0, count: Outcome.Kind.allCases.count)
+        var outstanding: Set<UInt64> = []
+        var violations: [String] = []
+    }
+
+    let state = Mutex(State())
+    let observers: Mutex<[any OutcomeObserver]>
+    public let tracksIdentity: Bool
+
+    public init(tracksIdentity: Bool = true, observers: [any OutcomeObserver] = []) {
+        self.tracksIdentity = tracksIdentity
+        self.observers = Mutex(observers)
+    }
+
+    /// Adds an observer for records decided from now on.
+    public func addObserver(_ observer: any OutcomeObserver) {
+        observers.withLock { $0.append(observer) }
+    }
+
+    /// Notes that these requests entered the pipeline.
+    public func enter(_ sequences: some Sequence<UInt64>, count: Int) {
+        state.withLock { s in
+            s.entered += UInt64(count)
+            if tracksIdentity { for q in sequences { s.outstanding.insert(q) } }
+        }
+    }
+
+    /// Records outcomes. Each sequence number must be recorded exactly once.
+    public func record(_ records: [OutcomeRecord]) {
+        guard !records.isEmpty else { return }
+        state.withLock { s in
+            for r in records {
+                s.counts[Self.index(r.outcome.kind)] += 1
+                if tracksIdentity && s.outstanding.remove(r.sequence) == nil && s.violations.count < 100 {
+                    s.violations.append("sequence \(r.sequence) recorded without being outstanding (\(r.outcome))")
+                }
+            }
+        }
+        for o in observers.withLock({ $0 }) { o.observe(records) }
+    }
+
+    /// Records one outcome.
+    public func record(_ record: OutcomeRecord) { self.record([record]) }
+
+    static func index(_ k: Outcome.Kind) -> Int {
+        switch k {
+        case .accepted: return 0
+        case .rejected: return 1
+        case .dropped: return 2
+        case .suppressed: return 3
+        case .failed: return 4
+        }
+    }
+
+    /// The counts so far.
+    public var snapshot: LedgerSnapshot {
+        state.withLock { s in
+            LedgerSnapshot(
+                entered: s.entered, accepted: s.counts[0], rejected: s.counts[1], dropped: s.counts[2],
+                suppressed: s.counts[3], failed: s.counts[4], violations: s.violations)
+        }
+    }
+}
+
+/// A copy of the ledger's counts.
+public struct LedgerSnapshot: Sendable, Hashable, CustomStringConvertible {
+    public var entered: UInt64
+    public var accepted: UInt64
+    public var rejected: UInt64
+    public var dropped: UInt64
+    public var suppressed: UInt64
+    public var failed: UInt64
+    public var violations: [String]
+
+    /// Requests that ended, whatever the outcome.
+    public var ended: UInt64 { accepted + rejected + dropped + suppressed + failed }
+    /// Requests still without an outcome.
+    public var pending: Int64 { Int64(entered) - Int64(ended) }
+    /// Every request that entered ended exactly once.
+    public var isBalanced: Bool { pending == 0 && violations.isEmpty }
+
+    public func count(_ kind: Outcome.Kind) -> UInt64 {
+        switch kind {
+        case .accepted: return accepted
+        case .rejected: return rejected
+        case .dropped: return dropped
+        case .suppressed: return suppressed
+        case .failed: return failed
+        }
+    }
+
+    public var description: String {
+        "entered \(entered): accepted \(accepted), rejected \(rejected), dropped \(dropped), suppressed \(suppressed), failed \(failed)"
+            + (pending != 0 ? ", PENDING \(pending)" : "") + (violations.isEmpty ? "" : ", \(violations.count) violations")
+    }
+}
+
+/// The books did not balance at the end of a run.
+public struct LedgerImbalance: Error, Sendable, CustomStringConvertible {
+    public let snapshot: LedgerSnapshot
+    public var description: String { "outcome ledger does not balance: \(snapshot); \(snapshot.violations.prefix(3).joined(separator: "; "))" }
+}

@@ -1,0 +1,171 @@
+/// A stage with the name configuration and errors refer to it by.
+public struct NamedStage: Sendable {
+    public var name: String
+    public var stage: any PipelineStage
+    public init(_ name: String, _ stage: any PipelineStage) {
+        self.name = name
+        self.stage = stage
+    }
+}
+
+/// Sizes of the runtime's batches and buffers.
+public struct PipelineOptions: Sendable, Hashable {
+    /// Requests per batch handed between stages.
+    public var batchSize: Int = 256
+    /// Batches each inter-stage buffer holds before the upstream stage waits.
+    public var bufferedBatches: Int = 4
+    public init(batchSize: Int = 256, bufferedBatches: Int = 4) {
+        self.batchSize = batchSize
+        self.bufferedBatches = bufferedBatches
+    }
+}
+
+/// Hosts one stage: the stage runs isolated to this actor, one batch at a time.
+actor StageRunner {
+    let named: NamedStage
+    init(_ named: NamedStage) { self.named = named }
+
+    func run(input: BoundedChannel<[Envelope]>, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger) async {
+        while var batch = await input.receive() {
+            do {
+                try await named.stage.process(&batch)
+            } catch {
+                for i in batch.indices where batch[i].outcome == nil {
+                    batch[i].outcome = .failed("stage \(named.name): \(error)")
+                }
+            }
+            Pipeline.settleDecided(&batch, ledger: ledger)
+            if !batch.isEmpty { await output.send(batch) }
+        }
+        output.close()
+    }
+}
+
+/// Hosts the transport at the end of the pipeline.
+actor TransportRunner {
+    let transport: any Transport
+    init(_ transport: any Transport) { self.transport = transport }
+
+    func run(input: BoundedChannel<[Envelope]>, ledger: OutcomeLedger) async {
+        while let batch = await input.receive() {
+            do {
+                try await transport.send(batch, outcomes: ledger)
+            } catch {
+                // The transport refused the batch outright: none of it was sent.
+                ledger.record(batch.map { $0.record(.failed("transport: \(error)")) })
+            }
+        }
+        await transport.finish(outcomes: ledger)
+    }
+}
+
+/// The runtime: a source, a chain of stages and a transport, each in its own
+/// actor, joined by bounded channels of batches.
+///
+/// - Order: batches move FIFO through every stage, so the transport sees
+///   requests in source order.
+/// - Backpressure: each channel holds `bufferedBatches` batches; when the
+///   transport is slow the channels fill and the source waits in `emit`.
+/// - Shutdown: cancelling the task that runs ``run()`` stops the source;
+///   everything already emitted drains through the stages and the transport,
+///   and every request ends in exactly one outcome, which the ledger checks.
+public final class Pipeline: Sendable {
+    public let source: any NotificationSource
+    public let stages: [NamedStage]
+    public let transport: any Transport
+    public let ledger: OutcomeLedger
+    public let options: PipelineOptions
+    let stop = StopSignal()
+
+    public init(
+        source: any NotificationSource, stages: [NamedStage], transport: any Transport,
+        ledger: OutcomeLedger = OutcomeLedger(), options: PipelineOptions = PipelineOptions()
+    ) {
+        self.source = source
+        self.stages = stages
+        self.transport = transport
+        self.ledger = ledger
+        self.options = options
+    }
+
+    /// The names of the stages, in order.
+    public var stageNames: [String] { stages.map(\.name) }
+
+    /// Asks the source to stop; what is in flight drains. Same as cancelling `run()`.
+    public func shutdown() { stop.set() }
+
+    /// Runs until the source is exhausted (or shutdown) and everything has drained.
+    /// - Returns: the ledger's final counts.
+    /// - Throws: ``PipelineError`` if the source failed (after draining what it
+    ///   emitted), or ``LedgerImbalance`` if the books do not balance.
+    @discardableResult
+    public func run() async throws -> LedgerSnapshot {
+        let channels = (0...stages.count).map { _ in BoundedChannel<[Envelope]>(capacity: max(1, options.bufferedBatches)) }
+        let ledger = self.ledger
+        let stop = self.stop
+        let sinkChannel = channels[0]
+        let source = self.source
+        let batchSize = max(1, options.batchSize)
+
+        // Runners are unstructured tasks on purpose: cancelling run() must not
+        // cancel them, or in-flight requests would be lost instead of drained.
+        var tasks: [Task<Void, Never>] = []
+        for (k, named) in stages.enumerated() {
+            let runner = StageRunner(named)
+            let input = channels[k], output = channels[k + 1]
+            tasks.append(Task { await runner.run(input: input, output: output, ledger: ledger) })
+        }
+        let transportRunner = TransportRunner(transport)
+        let last = channels[stages.count]
+        tasks.append(Task { await transportRunner.run(input: last, ledger: ledger) })
+
+        let sourceTask = Task<(any Error)?, Never> {
+            let sink = SourceSink(batchSize: batchSize, output: sinkChannel, ledger: ledger, stop: stop)
+            var failure: (any Error)?
+            do {
+                try await source.produce(into: sink)
+            } catch {
+                failure = error
+            }
+            await sink.flush()
+            sinkChannel.close()
+            return failure
+        }
+
+        let sourceError = await withTaskCancellationHandler {
+            await sourceTask.value
+        } onCancel: {
+            stop.set()
+        }
+        for t in tasks { await t.value }
+
+        let snapshot = ledger.snapshot
+        if let sourceError { throw PipelineError.sourceFailed(sourceError, snapshot) }
+        if !snapshot.isBalanced { throw LedgerImbalance(snapshot: snapshot) }
+        return snapshot
+    }
+
+    /// Records and removes the envelopes a stage decided.
+    static func settleDecided(_ batch: inout [Envelope], ledger: OutcomeLedger) {
+        guard batch.contains(where: { $0.outcome != nil }) else { return }
+        var decided: [OutcomeRecord] = []
+        batch.removeAll { e in
+            guard let o = e.outcome else { return false }
+            decided.append(e.record(o))
+            return true
+        }
+        ledger.record(decided)
+    }
+}
+
+/// Why a pipeline run failed.
+public enum PipelineError: Error, CustomStringConvertible {
+    /// The source threw; what it had emitted was drained first.
+    case sourceFailed(any Error, LedgerSnapshot)
+
+    public var description: String {
+        switch self {
+        case .sourceFailed(let e, let s): return "source failed: \(e) (after draining: \(s))"
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import Synchronization
+
+/// A device token APNs reported as no longer valid for the app, and since when.
+public struct FeedbackEntry: Sendable, Hashable {
+    public var token: DeviceToken
+    /// UNIX seconds when APNs found the app gone.
+    public var timestamp: UInt32
+    public init(token: DeviceToken, timestamp: UInt32) {
+        self.token = token
+        self.timestamp = timestamp
+    }
+}
+
+/// Something that tells which tokens are dead: the feedback service, HTTP 410s.
+public protocol FeedbackSource: Sendable {
+    /// Fetches the current list (the binary feedback service empties it on read).
+    func fetchFeedback() async throws -> [FeedbackEntry]
+}
+
+/// Remembers which tokens must not be sent to.
+///
+/// The rule from the feedback service: a token is dead if the app was not
+/// registered again after the feedback timestamp. Lookups are synchronous:
+/// the suppression stage asks once per request on the hot path.
+public protocol TokenStore: Sendable {
+    /// The app registered (again) with this token at `time` (UNIX seconds).
+    func registered(_ token: DeviceToken, at time: UInt32)
+    /// APNs said the token is dead since `time`; ignored if it registered later.
+    func unregistered(_ token: DeviceToken, at time: UInt32)
+    /// Whether sending to `token` should be suppressed.
+    func isSuppressed(_ token: DeviceToken) -> Bool
+}
+
+/// A token store in memory.
+public final class InMemoryTokenStore: TokenStore {
+    struct Entry { var registered: UInt32?; var dead: UInt32? }
+    let entries = Mutex<[DeviceToken: Entry]>([:])
+
+    public init() {}
+
+    public func registered(_ token: DeviceToken, at time: UInt32) {
+        entries.withLock { e in
+            var entry = e[token] ?? Entry()
+            entry.registered = max(entry.registered ?? 0, time)
+            e[token] = entry
+        }
+    }
+
+    public func unregistered(_ token: DeviceToken, at time: UInt32) {
+        entries.withLock { e in
+            var entry = e[token] ?? Entry()
+            entry.dead = max(entry.dead ?? 0, time)
+            e[token] = entry
+        }
+    }
+
+    public func isSuppressed(_ token: DeviceToken) -> Bool {
+        entries.withLock { e in
+            guard let entry = e[token], let dead = entry.dead else { return false }
+            return (entry.registered ?? 0) <= dead
+        }
+    }
+
+    /// Number of tokens currently suppressed.
+    public var suppressedCount: Int {
+        entries.withLock { e in e.values.count(where: { $0.dead != nil && ($0.registered ?? 0) <= $0.dead! }) }
+    }
+}
+
+/// The suppression stage: requests to dead tokens end as `suppressed`.
+public struct SuppressionStage: EnvelopeStage {
+    public let store: any TokenStore
+    public init(store: any TokenStore) { self.store = store }
+    public func apply(_ envelope: inout Envelope) throws(StageFailure) {
+        if store.isSuppressed(envelope.request.token) { envelope.outcome = .suppressed }
+    }
+}
+
+/// Closes the feedback loop: `rejected(invalid token)` outcomes mark the token
+/// dead in the store, so later requests to it are suppressed.
+public struct TokenStoreFeedbackObserver: OutcomeObserver {
+    public let store: any TokenStore
+    public let clock: @Sendable () -> UInt32
+    public init(store: any TokenStore, clock: @escaping @Sendable () -> UInt32) {
+        self.store = store
+        self.clock = clock
+    }
+    public func observe(_ records: [OutcomeRecord]) {
+        for r in records {
+            if case .rejected(let s) = r.outcome, s == .invalidToken, let t = r.token { store.unregistered(t, at: clock()) }
+        }
+    }
+}

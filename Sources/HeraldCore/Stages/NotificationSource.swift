@@ -1,0 +1,96 @@
+import Synchronization
+
+/// Where requests come from: a file, standard input, a queue, memory.
+///
+/// A source pushes requests into the ``SourceSink`` it is given, and returns
+/// when it has no more or when ``SourceSink/isStopping`` turns true (graceful
+/// shutdown: what was emitted still drains through the pipeline). `emit`
+/// suspends while the pipeline is full, so a source never runs ahead of the
+/// transport. Input that cannot become a request is reported with
+/// `emitInvalid`, so that it, too, ends in an outcome.
+public protocol NotificationSource: Sendable {
+    func produce(into sink: SourceSink) async throws
+}
+
+/// Collects a source's requests into batches and hands them to the pipeline.
+public final class SourceSink {
+    let batchSize: Int
+    let output: BoundedChannel<[Envelope]>
+    let ledger: OutcomeLedger
+    let stop: StopSignal
+    var pending: [Envelope] = []
+    var nextSequence: UInt64 = 0
+
+    init(batchSize: Int, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger, stop: StopSignal) {
+        self.batchSize = batchSize
+        self.output = output
+        self.ledger = ledger
+        self.stop = stop
+        pending.reserveCapacity(batchSize)
+    }
+
+    /// True once shutdown was requested: stop reading and return.
+    public var isStopping: Bool { stop.isSet }
+
+    /// Number of requests emitted so far (valid and invalid).
+    public var emitted: UInt64 { nextSequence }
+
+    /// Emits one request. Suspends while the pipeline is full.
+    public func emit(_ request: NotificationRequest, line: Int? = nil) async {
+        pending.append(Envelope(sequence: nextSequence, line: line, request: request))
+        nextSequence += 1
+        if pending.count >= batchSize { await flush() }
+    }
+
+    /// Reports input that could not become a request: it ends as `dropped`
+    /// with `reason`, which should name where it was (the runtime adds the line).
+    public func emitInvalid(line: Int?, reason: String, id: UInt32? = nil, token: DeviceToken? = nil) async {
+        await flush()
+        let sequence = nextSequence
+        nextSequence += 1
+        ledger.enter(CollectionOfOne(sequence), count: 1)
+        let where_ = line.map { "line \($0): " } ?? ""
+        ledger.record(OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: .dropped(where_ + reason)))
+    }
+
+    /// Hands the partial batch to the pipeline.
+    public func flush() async {
+        guard !pending.isEmpty else { return }
+        let batch = pending
+        pending.removeAll(keepingCapacity: true)
+        ledger.enter(batch.lazy.map(\.sequence), count: batch.count)
+        await output.send(batch)
+    }
+}
+
+/// A one-way flag that asks sources to stop.
+public final class StopSignal: Sendable {
+    let flag = Atomic<Bool>(false)
+    public init() {}
+    public func set() { flag.store(true, ordering: .releasing) }
+    public var isSet: Bool { flag.load(ordering: .acquiring) }
+}
+
+/// A source over any sequence of requests held in memory.
+public struct InMemorySource: NotificationSource {
+    public let requests: [NotificationRequest]
+    public init(_ requests: [NotificationRequest]) { self.requests = requests }
+    public func produce(into sink: SourceSink) async throws {
+        for r in requests {
+            if sink.isStopping { return }
+            await sink.emit(r)
+        }
+    }
+}
+
+/// A source over an `AsyncSequence` of requests (a queue, a stream of events).
+public struct AsyncSequenceSource<S: AsyncSequence & Sendable>: NotificationSource where S.Element == NotificationRequest {
+    public let sequence: S
+    public init(_ sequence: S) { self.sequence = sequence }
+    public func produce(into sink: SourceSink) async throws {
+        for try await r in sequence {
+            await sink.emit(r)
+            if sink.isStopping { return }
+        }
+    }
+}

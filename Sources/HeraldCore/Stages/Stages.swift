@@ -1,0 +1,124 @@
+/// A step of the pipeline that works on batches of envelopes.
+///
+/// This is the protocol for custom stages (filters, enrichers, rate limiters)
+/// and the one every built-in stage is adapted to. The contract:
+/// - Work on the envelopes whose `outcome` is `nil`; leave the others as they are.
+/// - To end a request early, set its `outcome` (`dropped`, `suppressed`…); the
+///   runtime records it and removes it from the batch. Never remove an
+///   envelope from the batch yourself: that would lose it.
+/// - Keep the order of the envelopes.
+/// - A thrown error fails every undecided envelope of the batch (recorded as
+///   `failed`, naming the stage); the pipeline carries on with the next batch.
+///
+/// ```swift
+/// struct DropTopic: PipelineStage {
+///     let topic: String
+///     func process(_ batch: inout [Envelope]) async throws {
+///         for i in batch.indices where batch[i].outcome == nil && batch[i].request.topic == topic {
+///             batch[i].outcome = .dropped("topic \(topic) is paused")
+///         }
+///     }
+/// }
+/// ```
+public protocol PipelineStage: Sendable {
+    func process(_ batch: inout [Envelope]) async throws
+}
+
+/// A reason a single request cannot go on, which becomes its `dropped` outcome.
+public struct StageFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
+/// Renders or checks a request's localization keys.
+public protocol Localizer: Sendable {
+    /// Localizes `request` in place (server-side) or checks its keys (client-side).
+    func localize(_ request: inout NotificationRequest) throws(StageFailure)
+}
+
+/// Turns a request into its compact JSON payload.
+public protocol PayloadBuilder: Sendable {
+    /// Builds the payload bytes. May adjust the request (e.g. choose a priority).
+    func build(_ request: inout NotificationRequest) throws(StageFailure) -> [UInt8]
+}
+
+/// Keeps payloads within the interface's limit.
+public protocol SizeGuard: Sendable {
+    /// The limit in bytes.
+    var limit: Int { get }
+    /// Checks `envelope.payload`; may shorten it (and the request's text) or throw.
+    func enforce(_ envelope: inout Envelope) throws(StageFailure)
+}
+
+/// Encodes a notification for the wire.
+public protocol Framer: Sendable {
+    /// Encodes the envelope's token, payload, expiry and priority.
+    func frame(_ envelope: Envelope) throws(StageFailure) -> Frame
+}
+
+/// Delivers framed notifications and reports how each ended.
+///
+/// The contract: every envelope handed to `send` ends in exactly one outcome
+/// reported through `outcomes`, during `send` or later; by the time `finish`
+/// returns, all of them have been reported.
+public protocol Transport: Sendable {
+    /// Sends a batch, in order. Waiting here slows the whole pipeline (backpressure).
+    func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws
+    /// No more batches will come: flush, make sure everything sent has an outcome, close.
+    func finish(outcomes: OutcomeLedger) async
+}
+
+/// Per-request check applied by a `PipelineStage` adapter: the built-in stage
+/// families are all of this shape.
+public protocol EnvelopeStage: PipelineStage {
+    func apply(_ envelope: inout Envelope) throws(StageFailure)
+}
+
+extension EnvelopeStage {
+    public func process(_ batch: inout [Envelope]) async throws {
+        for i in batch.indices where batch[i].outcome == nil {
+            do throws(StageFailure) {
+                try apply(&batch[i])
+            } catch {
+                batch[i].outcome = .dropped(error.reason)
+            }
+        }
+    }
+}
+
+/// The localize stage.
+public struct LocalizeStage<L: Localizer>: EnvelopeStage {
+    public let localizer: L
+    public init(_ localizer: L) { self.localizer = localizer }
+    @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
+        try localizer.localize(&envelope.request)
+    }
+}
+
+/// The payload build stage.
+public struct BuildPayloadStage<B: PayloadBuilder>: EnvelopeStage {
+    public let builder: B
+    public init(_ builder: B) { self.builder = builder }
+    @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
+        envelope.payload = try builder.build(&envelope.request)
+    }
+}
+
+/// The size guard stage.
+public struct SizeGuardStage<G: SizeGuard>: EnvelopeStage {
+    public let guardPolicy: G
+    public init(_ guardPolicy: G) { self.guardPolicy = guardPolicy }
+    @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
+        try guardPolicy.enforce(&envelope)
+    }
+}
+
+/// The frame stage.
+public struct FrameStage<F: Framer>: EnvelopeStage {
+    public let framer: F
+    public init(_ framer: F) { self.framer = framer }
+    @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
+        envelope.frame = try framer.frame(envelope)
+    }
+}

@@ -1,0 +1,82 @@
+import HeraldBinary
+import HeraldCore
+import HeraldPayload
+
+/// Herald's configuration: which source, stages, policies and transport a
+/// pipeline is made of. Every field has a default, so no file is needed for
+/// the embedded default (JSON Lines in, the in-memory simulator out).
+///
+/// The file is JSON; see `docs/configuration.md` for every key.
+public struct HeraldConfiguration: Sendable {
+    public var pipeline = PipelineOptions()
+    /// The payload size limit (`payload.profile` or `payload.limit`).
+    public var sizeLimit: SizeLimit = .binary
+    /// `reject` or `truncate`.
+    public var sizePolicy = "reject"
+    /// `client` or `server`.
+    public var localization: LocalizationMode = .client
+    /// The binary format the frame stage writes.
+    public var frameFormat: NotificationFormat = .frame
+    /// The transport's registry name and its options.
+    public var transportType = "simulator"
+    public var transportOptions: ConfigNode = .empty()
+    /// Custom stages: registry name, position and options.
+    public var customStages: [CustomStageSpec] = []
+    /// Where outcomes go (`-` for standard output).
+    public var outcomes = "-"
+    /// The parsed file, kept to report keys nothing read (checked when the pipeline is made).
+    public var root: ConfigNode = .empty()
+
+    public struct CustomStageSpec: Sendable {
+        public var type: String
+        public var after: StagePosition
+        public var options: ConfigNode
+    }
+
+    public init() {}
+
+    /// Reads a configuration file; unknown keys and bad values are errors naming the key and the file.
+    public static func load(path: String) throws(ConfigError) -> HeraldConfiguration {
+        try parse(ConfigNode.load(path: path))
+    }
+
+    /// Reads a configuration from a parsed node.
+    public static func parse(_ root: ConfigNode) throws(ConfigError) -> HeraldConfiguration {
+        var c = HeraldConfiguration()
+        c.root = root
+        let pipeline = try root.child("pipeline")
+        c.pipeline.batchSize = try pipeline.int("batchSize", in: 1...65536) ?? c.pipeline.batchSize
+        c.pipeline.bufferedBatches = try pipeline.int("bufferedBatches", in: 1...1024) ?? c.pipeline.bufferedBatches
+
+        let payload = try root.child("payload")
+        if let profile = try payload.string("profile") {
+            guard let p = SizeLimit.profile(named: profile) else {
+                throw payload.error("profile", "unknown profile \"\(profile)\"; known: \(SizeLimit.profiles.map(\.name).joined(separator: ", "))")
+            }
+            c.sizeLimit = p
+        }
+        if let limit = try payload.int("limit", in: 1...65535) { c.sizeLimit = SizeLimit(bytes: limit) }
+        c.sizePolicy = try payload.string("policy", oneOf: ["reject", "truncate"]) ?? c.sizePolicy
+
+        let localize = try root.child("localize")
+        if let mode = try localize.string("mode", oneOf: ["client", "server"]) { c.localization = LocalizationMode(rawValue: mode) }
+
+        let frame = try root.child("frame")
+        if let f = try frame.string("format", oneOf: NotificationFormat.all.map(\.name)) { c.frameFormat = NotificationFormat.named(f)! }
+
+        let transport = try root.child("transport")
+        c.transportType = try transport.string("type") ?? c.transportType
+        c.transportOptions = transport
+
+        for node in try root.children("stages") {
+            guard let type = try node.string("type") else { throw node.error("type", "required: the stage's registered name") }
+            let afterName = try node.string("after") ?? "frame"
+            guard let after = StagePosition.named(afterName) else {
+                throw node.error("after", "must be one of \(StagePosition.all.map(\.name).joined(separator: ", ")), got \"\(afterName)\"")
+            }
+            c.customStages.append(CustomStageSpec(type: type, after: after, options: node))
+        }
+        c.outcomes = try root.string("outcomes") ?? c.outcomes
+        return c
+    }
+}

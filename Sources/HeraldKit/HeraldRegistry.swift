@@ -1,0 +1,82 @@
+import HeraldCore
+import HeraldSimulator
+import Synchronization
+
+/// Where a custom stage goes: after one of the built-in stages.
+public struct StagePosition: Sendable, Hashable, CustomStringConvertible {
+    public let name: String
+    init(_ name: String) { self.name = name }
+    public static let ingest = StagePosition("ingest")
+    public static let localize = StagePosition("localize")
+    public static let payload = StagePosition("payload")
+    public static let sizeGuard = StagePosition("size")
+    public static let frame = StagePosition("frame")
+    /// The built-in positions, in pipeline order.
+    public static let all: [StagePosition] = [.ingest, .localize, .payload, .sizeGuard, .frame]
+    public static func named(_ n: String) -> StagePosition? { all.first { $0.name == n } }
+    public var description: String { name }
+}
+
+/// Maps names to factories, so a configuration file can select stages and
+/// transports by name. Embedders register their own alongside the built-ins.
+///
+/// ```swift
+/// let registry = HeraldRegistry.standard()
+/// registry.registerStage("drop-topic") { options in
+///     DropTopic(topic: try options.string("topic") ?? "")
+/// }
+/// ```
+public final class HeraldRegistry: Sendable {
+    public typealias StageFactory = @Sendable (ConfigNode) throws -> any PipelineStage
+    public typealias TransportFactory = @Sendable (ConfigNode, TransportContext) throws -> any Transport
+
+    let stageFactories = Mutex<[String: StageFactory]>([:])
+    let transportFactories = Mutex<[String: TransportFactory]>([:])
+
+    public init() {}
+
+    /// A registry with Herald's built-in stages and transports.
+    public static func standard() -> HeraldRegistry {
+        let r = HeraldRegistry()
+        BuiltinStages.register(in: r)
+        r.registerTransport("simulator") { node, context in
+            let invalid = try (node.strings("invalidTokens") ?? []).map { hex throws(ConfigError) -> DeviceToken in
+                do { return try DeviceToken(hex: hex) } catch { throw node.error("invalidTokens", "\(error)") }
+            }
+            return SimulatorTransport(payloadLimit: context.payloadLimit, invalidTokens: Set(invalid))
+        }
+        return r
+    }
+
+    public func registerStage(_ name: String, factory: @escaping StageFactory) {
+        stageFactories.withLock { $0[name] = factory }
+    }
+
+    public func registerTransport(_ name: String, factory: @escaping TransportFactory) {
+        transportFactories.withLock { $0[name] = factory }
+    }
+
+    public var stageNames: [String] { stageFactories.withLock { $0.keys.sorted() } }
+    public var transportNames: [String] { transportFactories.withLock { $0.keys.sorted() } }
+
+    func makeStage(_ name: String, options: ConfigNode) throws -> any PipelineStage {
+        guard let f = stageFactories.withLock({ $0[name] }) else {
+            throw options.error("type", "unknown stage \"\(name)\"; known: \(stageNames.joined(separator: ", "))")
+        }
+        return try f(options)
+    }
+
+    func makeTransport(_ name: String, options: ConfigNode, context: TransportContext) throws -> any Transport {
+        guard let f = transportFactories.withLock({ $0[name] }) else {
+            throw options.error("type", "unknown transport \"\(name)\"; known: \(transportNames.joined(separator: ", "))")
+        }
+        return try f(options, context)
+    }
+}
+
+/// What a transport factory may need to know about the rest of the pipeline.
+public struct TransportContext: Sendable {
+    /// The payload limit in force.
+    public var payloadLimit: Int
+    public init(payloadLimit: Int) { self.payloadLimit = payloadLimit }
+}

@@ -1,0 +1,43 @@
+import HeraldCore
+
+/// Reads JSON Lines requests from a file or standard input (`-`), streaming:
+/// memory stays bounded whatever the file's size. Blank lines are skipped;
+/// a line that is not a valid request ends as `dropped`, naming the line and
+/// what is wrong with it, and the rest of the file carries on.
+public struct JSONLinesSource: NotificationSource {
+    public let path: String
+    public let decoder: RequestDecoder
+
+    public init(path: String, decoder: RequestDecoder = RequestDecoder()) {
+        self.path = path
+        self.decoder = decoder
+    }
+
+    public func produce(into sink: SourceSink) async throws {
+        var reader = try LineReader(path: path)
+        while let line = try reader.next() {
+            if sink.isStopping { return }
+            switch line {
+            case .tooLong(let n):
+                await sink.emitInvalid(line: n, reason: "line longer than \(reader.maximumLineLength) bytes")
+            case .line(let n, let bytes):
+                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                do {
+                    let request = try decoder.decode(line: bytes)
+                    await sink.emit(request, line: n)
+                } catch {
+                    let hint = Self.salvage(bytes)
+                    await sink.emitInvalid(line: n, reason: error.message, id: hint.id, token: hint.token)
+                }
+            }
+        }
+    }
+
+    /// The id and token of a line that failed to decode, if they can be read, so the outcome can name them.
+    static func salvage(_ bytes: UnsafeRawBufferPointer) -> (id: UInt32?, token: DeviceToken?) {
+        guard case .object(let o)? = try? JSONParser.parse(bytes) else { return (nil, nil) }
+        let id = o["id"]?.numberValue?.intValue.flatMap { UInt32(exactly: $0) }
+        let token = o["token"]?.stringValue.flatMap { try? DeviceToken(hex: $0) }
+        return (id, token)
+    }
+}

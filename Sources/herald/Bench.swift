@@ -1,0 +1,149 @@
+import ArgumentParser
+import HeraldCore
+import HeraldKit
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Benchmarks; each prints one JSON object. Build with -c release for meaningful numbers.",
+        subcommands: [BenchPipeline.self]
+    )
+}
+
+/// Results printed as one JSON object on standard output.
+struct BenchReport {
+    var fields: [(String, String)] = []
+    mutating func add(_ key: String, _ value: Int) { fields.append((key, String(value))) }
+    mutating func add(_ key: String, _ value: Double, places: Int = 1) { fields.append((key, rounded(value, places))) }
+    mutating func add(_ key: String, _ value: String) { fields.append((key, "\"\(value)\"")) }
+    mutating func add(_ key: String, _ value: Bool) { fields.append((key, value ? "true" : "false")) }
+    func print() {
+        Swift.print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+    }
+}
+
+/// Peak resident memory of this process, in MiB (VmHWM).
+func peakResidentMiB() -> Double {
+    guard let f = fopen("/proc/self/status", "r") else { return -1 }
+    defer { fclose(f) }
+    var line = [CChar](repeating: 0, count: 256)
+    while fgets(&line, 256, f) != nil {
+        let s = String(cString: line)
+        if s.hasPrefix("VmHWM:") {
+            let kb = Double(s.split(separator: " ").dropFirst().first(where: { !$0.isEmpty }) ?? "0") ?? 0
+            return kb / 1024
+        }
+    }
+    return -1
+}
+
+func seconds(_ d: Duration) -> Double {
+    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+}
+
+/// Times `body` and returns seconds.
+func measure(_ body: () async throws -> Void) async rethrows -> Double {
+    let clock = ContinuousClock()
+    let start = clock.now
+    try await body()
+    return seconds(clock.now - start)
+}
+
+struct BenchPipeline: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pipeline",
+        abstract: "Stream generated requests through every stage hop with trivial work per stage."
+    )
+
+    @Option(help: "Requests to generate.")
+    var count = 10_000_000
+
+    @Option(help: "Requests per batch.")
+    var batchSize = 512
+
+    @Option(help: "Batches buffered between stages.")
+    var bufferedBatches = 4
+
+    func run() async throws {
+        let stageNames = ["ingest", "localize", "payload", "size", "frame"]
+        let ledger = OutcomeLedger(tracksIdentity: false)
+        let transport = CountingTransport()
+        let pipeline = Pipeline(
+            source: GeneratedSource(count: count),
+            stages: stageNames.map { NamedStage($0, TouchStage()) },
+            transport: transport, ledger: ledger,
+            options: PipelineOptions(batchSize: batchSize, bufferedBatches: bufferedBatches))
+        var snapshot: LedgerSnapshot?
+        let elapsed = try await measure { snapshot = try await pipeline.run() }
+
+        // Baseline in the same run: the same per-request work in one plain loop, no actors, no hops.
+        let baselineCount = min(count, 2_000_000)
+        var sink = 0
+        let baseline = await measure {
+            let request = GeneratedSource.template
+            let stage = TouchStage()
+            for i in 0..<baselineCount {
+                var e = Envelope(sequence: UInt64(i), request: request)
+                for _ in stageNames { stage.touch(&e) }
+                sink &+= e.request.aps.badge ?? 0
+            }
+        }
+
+        var report = BenchReport()
+        report.add("benchmark", "pipeline")
+        report.add("requests", count)
+        report.add("stage_hops", stageNames.count + 1)
+        report.add("batch_size", batchSize)
+        report.add("seconds", elapsed, places: 3)
+        report.add("requests_per_second", Double(count) / elapsed, places: 0)
+        report.add("baseline_loop_requests_per_second", Double(baselineCount) / baseline, places: 0)
+        report.add("peak_rss_mib", peakResidentMiB(), places: 1)
+        report.add("delivered", transport.count)
+        report.add("balanced", snapshot?.isBalanced ?? false)
+        report.add("goal_requests_per_second", 2_000_000)
+        report.add("goal_peak_rss_mib", 64)
+        if sink == -1 { report.add("sink", sink) }
+        report.print()
+    }
+}
+
+/// Generates `count` copies of a small alert request with distinct ids.
+struct GeneratedSource: NotificationSource {
+    let count: Int
+    static let template: NotificationRequest = {
+        var aps = APS()
+        aps.alert = Alert(body: "Hello from Herald")
+        aps.badge = 0
+        return NotificationRequest(token: DeviceToken(bytes: (0..<32).map { UInt8($0) }), aps: aps, topic: "com.example.app")
+    }()
+    func produce(into sink: SourceSink) async throws {
+        var r = Self.template
+        for i in 0..<count {
+            if sink.isStopping { return }
+            r.id = UInt32(truncatingIfNeeded: i)
+            await sink.emit(r)
+        }
+    }
+}
+
+/// Trivial per-request work: reads and writes each envelope once.
+struct TouchStage: EnvelopeStage {
+    @inline(__always) func touch(_ e: inout Envelope) {
+        e.request.aps.badge = (e.request.aps.badge ?? 0) &+ 1
+    }
+    func apply(_ envelope: inout Envelope) throws(StageFailure) { touch(&envelope) }
+}
+
+/// A transport that accepts everything and counts it.
+final class CountingTransport: Transport {
+    let counter = Atomic<Int>(0)
+    var count: Int { counter.load(ordering: .relaxed) }
+    func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
+        counter.add(batch.count, ordering: .relaxed)
+        outcomes.record(batch.map { $0.record(.accepted) })
+    }
+    func finish(outcomes: OutcomeLedger) async {}
+}

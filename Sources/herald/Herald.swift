@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct Herald: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "herald",
+        abstract: "An Apple Push Notification service provider.",
+        subcommands: [Send.self, Bench.self]
+    )
+}
