@@ -10,12 +10,14 @@ let package = Package(
         .library(name: "HeraldLocalization", targets: ["HeraldLocalization"]),
         .library(name: "HeraldBinary", targets: ["HeraldBinary"]),
         .library(name: "HeraldSimulator", targets: ["HeraldSimulator"]),
+        .library(name: "HeraldTLS", targets: ["HeraldTLS"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .executable(name: "herald", targets: ["herald"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // The model, the JSON codec, the stage protocols, the actor runtime and the ledger.
@@ -28,25 +30,42 @@ let package = Package(
         .target(name: "HeraldBinary", dependencies: ["HeraldCore"]),
         // The in-memory APNs simulator and its transport (issue 5).
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldBinary"]),
+        // The system OpenSSL (libssl-dev), used only by HeraldTLS.
+        .systemLibrary(
+            name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
+        // C wrappers for OpenSSL macros that do not import into Swift.
+        .target(name: "CHeraldOpenSSL", dependencies: ["COpenSSL"]),
+        // TLS on OpenSSL driven by SwiftNIO, the gateway transport and the simulator over TLS (issue 6).
+        .target(
+            name: "HeraldTLS",
+            dependencies: [
+                "HeraldCore", "HeraldBinary", "HeraldSimulator", "COpenSSL", "CHeraldOpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // Assembles pipelines from configuration: the registry of built-in stages and transports.
         .target(
             name: "HeraldKit",
-            dependencies: ["HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator"]
+            dependencies: ["HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldTLS"]
         ),
         .executableTarget(
             name: "herald",
-            dependencies: ["HeraldKit", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["HeraldKit", "HeraldTLS", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization"]),
         .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator"]),
         .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit"]),
+        .testTarget(name: "HeraldTLSTests", dependencies: ["HeraldTLS", "HeraldKit"]),
     ]
 )
 
 // Strict settings for every target, in one place.
-for target in package.targets where target.type != .system && target.type != .plugin {
+for target in package.targets where target.type != .system && target.type != .plugin && !target.name.hasPrefix("C") {
     var settings = target.swiftSettings ?? []
     settings.append(.swiftLanguageMode(.v6))
     settings.append(.enableUpcomingFeature("ExistentialAny"))

@@ -1,0 +1,87 @@
+#include "CHeraldOpenSSL.h"
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/provider.h>
+#include <string.h>
+
+int cherald_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, version);
+}
+
+void cherald_ctx_set_default_modes(SSL_CTX *ctx) {
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+}
+
+void cherald_ctx_set_default_options(SSL_CTX *ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+}
+
+int cherald_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+long cherald_bio_get_mem_data(BIO *bio, char **data) {
+    return BIO_get_mem_data(bio, data);
+}
+
+void cherald_bio_set_mem_eof_retry(BIO *bio) {
+    BIO_set_mem_eof_return(bio, -1);
+}
+
+size_t cherald_bio_pending(BIO *bio) {
+    return BIO_ctrl_pending(bio);
+}
+
+long cherald_ctx_add_extra_chain_cert(SSL_CTX *ctx, X509 *x509) {
+    return SSL_CTX_add_extra_chain_cert(ctx, x509);
+}
+
+void cherald_openssl_free(void *p) {
+    OPENSSL_free(p);
+}
+
+int cherald_err_get_lib(unsigned long e) { return ERR_GET_LIB(e); }
+int cherald_err_get_reason(unsigned long e) { return ERR_GET_REASON(e); }
+
+int cherald_sk_x509_num(STACK_OF(X509) *sk) { return sk ? sk_X509_num(sk) : 0; }
+X509 *cherald_sk_x509_value(STACK_OF(X509) *sk, int i) { return sk_X509_value(sk, i); }
+void cherald_sk_x509_pop_free(STACK_OF(X509) *sk) { if (sk) sk_X509_pop_free(sk, X509_free); }
+
+int cherald_tls1_2_version(void) { return TLS1_2_VERSION; }
+int cherald_tls1_3_version(void) { return TLS1_3_VERSION; }
+
+struct cherald_pass { const char *passphrase; int asked; };
+
+static int cherald_pass_cb(char *buf, int size, int rwflag, void *u) {
+    (void)rwflag;
+    struct cherald_pass *p = (struct cherald_pass *)u;
+    p->asked = 1;
+    if (p->passphrase == NULL) return -1;
+    size_t n = strlen(p->passphrase);
+    if (n > (size_t)size) n = (size_t)size;
+    memcpy(buf, p->passphrase, n);
+    return (int)n;
+}
+
+EVP_PKEY *cherald_read_private_key(BIO *bio, const char *passphrase, int *asked) {
+    struct cherald_pass p = { passphrase, 0 };
+    EVP_PKEY *key = PEM_read_bio_PrivateKey(bio, NULL, cherald_pass_cb, &p);
+    if (asked) *asked = p.asked;
+    return key;
+}
+
+int cherald_load_legacy_provider(void) {
+    static OSSL_PROVIDER *legacy = NULL;
+    static OSSL_PROVIDER *deflt = NULL;
+    if (legacy != NULL) return 1;
+    legacy = OSSL_PROVIDER_load(NULL, "legacy");
+    if (legacy == NULL) { ERR_clear_error(); return 0; }
+    if (deflt == NULL) deflt = OSSL_PROVIDER_load(NULL, "default");
+    return 1;
+}
+
+void cherald_ctx_disable_session_cache(SSL_CTX *ctx) {
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_num_tickets(ctx, 0);
+}

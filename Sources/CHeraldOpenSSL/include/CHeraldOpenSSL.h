@@ -1,0 +1,48 @@
+// Functions wrapping OpenSSL macros and variadic calls that do not import into Swift.
+#ifndef CHERALD_OPENSSL_H
+#define CHERALD_OPENSSL_H
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stddef.h>
+
+/// SSL_CTX_set_min_proto_version.
+int cherald_ctx_set_min_proto_version(SSL_CTX *ctx, int version);
+/// SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS).
+void cherald_ctx_set_default_modes(SSL_CTX *ctx);
+/// SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION).
+void cherald_ctx_set_default_options(SSL_CTX *ctx);
+/// SSL_set_tlsext_host_name (SNI).
+int cherald_set_tlsext_host_name(SSL *ssl, const char *name);
+/// BIO_get_mem_data: the pending bytes of a memory BIO.
+long cherald_bio_get_mem_data(BIO *bio, char **data);
+/// BIO_set_mem_eof_return(bio, -1): reading an empty memory BIO means "retry", not EOF.
+void cherald_bio_set_mem_eof_retry(BIO *bio);
+/// The number of bytes waiting to be read from a BIO (BIO_ctrl_pending).
+size_t cherald_bio_pending(BIO *bio);
+/// SSL_CTX_add_extra_chain_cert (takes ownership of `x509` on success).
+long cherald_ctx_add_extra_chain_cert(SSL_CTX *ctx, X509 *x509);
+/// OPENSSL_free.
+void cherald_openssl_free(void *p);
+/// The ERR_GET_LIB part of a packed error code.
+int cherald_err_get_lib(unsigned long e);
+/// The ERR_GET_REASON part of a packed error code.
+int cherald_err_get_reason(unsigned long e);
+/// sk_X509_num / sk_X509_value / sk_X509_pop_free(…, X509_free).
+int cherald_sk_x509_num(STACK_OF(X509) *sk);
+X509 *cherald_sk_x509_value(STACK_OF(X509) *sk, int i);
+void cherald_sk_x509_pop_free(STACK_OF(X509) *sk);
+/// The TLS version constants (macros in OpenSSL).
+int cherald_tls1_2_version(void);
+int cherald_tls1_3_version(void);
+#include <openssl/evp.h>
+/// Reads a PEM private key from `bio`. `passphrase` may be NULL: an encrypted key then
+/// fails (OpenSSL never prompts on the terminal). `*asked` is set to 1 when OpenSSL
+/// asked for a passphrase (the key is encrypted).
+EVP_PKEY *cherald_read_private_key(BIO *bio, const char *passphrase, int *asked);
+/// Loads OpenSSL's "legacy" provider (RC2, as in older PKCS#12 exports) next to the
+/// default one; returns 1 when it is available.
+int cherald_load_legacy_provider(void);
+/// SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF) and no session tickets.
+void cherald_ctx_disable_session_cache(SSL_CTX *ctx);
+#endif
