@@ -147,3 +147,23 @@ struct AssemblyTests {
         #expect(collector.records.count == lines)
     }
 }
+
+@Suite("Feedback loop in an assembled pipeline")
+struct FeedbackLoopTests {
+    @Test("after a status 8, later requests to the same token are suppressed")
+    func statusEightSuppresses() async throws {
+        let bad = String(repeating: "cd", count: 32)
+        let config = try temporaryFile(#"{"transport":{"type":"simulator","invalidTokens":["\#(bad)"]},"pipeline":{"batchSize":1}}"#, suffix: ".json")
+        let store = InMemoryTokenStore()
+        let assembly = HeraldAssembly(configuration: try HeraldConfiguration.load(path: config), tokenStore: store)
+        let lines = (0..<3).map { #"{"id":\#($0),"token":"\#(bad)","alert":"x"}"# } + [#"{"id":9,"token":"\#(goodToken)","alert":"x"}"#]
+        let input = try temporaryFile(lines.joined(separator: "\n"))
+        let collector = OutcomeCollector()
+        let s = try await assembly.makePipeline(source: JSONLinesSource(path: input), ledger: OutcomeLedger(observers: [collector])).run()
+        #expect(s.isBalanced)
+        #expect(s.rejected >= 1)
+        #expect(s.accepted == 1)
+        #expect(s.rejected + s.suppressed == 3)
+        #expect(store.isSuppressed(try DeviceToken(hex: bad)))
+    }
+}
