@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "HeraldLocalization", targets: ["HeraldLocalization"]),
         .library(name: "HeraldBinary", targets: ["HeraldBinary"]),
         .library(name: "HeraldSimulator", targets: ["HeraldSimulator"]),
+        .library(name: "HeraldRecorder", targets: ["HeraldRecorder"]),
         .library(name: "HeraldTLS", targets: ["HeraldTLS"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .executable(name: "herald", targets: ["herald"]),
@@ -30,9 +31,17 @@ let package = Package(
         .target(name: "HeraldBinary", dependencies: ["HeraldCore"]),
         // The in-memory APNs simulator and its transport (issue 5).
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldBinary"]),
+        // zlib, used only by the recorder.
+        .systemLibrary(
+            name: "CZlib", pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+        ),
+        .target(name: "CHeraldZlib", dependencies: ["CZlib"]),
+        // The file recorder transport: gzip-compressed JSON Lines logs of what would be sent.
+        .target(name: "HeraldRecorder", dependencies: ["HeraldCore", "CZlib", "CHeraldZlib"]),
         // The system OpenSSL (libssl-dev), used only by HeraldTLS.
         .systemLibrary(
-            name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+            name: "COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
         // C wrappers for OpenSSL macros that do not import into Swift.
@@ -49,17 +58,26 @@ let package = Package(
         // Assembles pipelines from configuration: the registry of built-in stages and transports.
         .target(
             name: "HeraldKit",
-            dependencies: ["HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldTLS"]
+            dependencies: [
+                "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
+                "HeraldTLS",
+            ]
         ),
         .executableTarget(
             name: "herald",
             dependencies: ["HeraldKit", "HeraldTLS", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // `swift package herald-bench`: every benchmark, built in release mode.
+        .plugin(
+            name: "HeraldBenchPlugin",
+            capability: .command(intent: .custom(verb: "herald-bench", description: "Run Herald's benchmarks in release mode"))
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization"]),
         .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator"]),
         .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit"]),
+        .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
         .testTarget(name: "HeraldTLSTests", dependencies: ["HeraldTLS", "HeraldKit"]),
     ]
 )

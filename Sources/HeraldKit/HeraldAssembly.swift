@@ -1,3 +1,4 @@
+import Foundation
 import HeraldBinary
 import HeraldCore
 import HeraldLocalization
@@ -68,6 +69,8 @@ public struct HeraldAssembly: Sendable {
         let stages = try stages()
         let t = try transport ?? self.transport()
         try configuration.root.finish()
+        // The feedback loop: a token APNs calls invalid is suppressed from then on.
+        ledger.addObserver(TokenStoreFeedbackObserver(store: tokenStore, clock: { UInt32(clamping: Int(Date().timeIntervalSince1970)) }))
         return Pipeline(source: source, stages: stages, transport: t, ledger: ledger, options: configuration.pipeline)
     }
 }

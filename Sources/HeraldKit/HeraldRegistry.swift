@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldRecorder
 import HeraldSimulator
 import Synchronization
 
@@ -44,6 +45,14 @@ public final class HeraldRegistry: Sendable {
                 do { return try DeviceToken(hex: hex) } catch { throw node.error("invalidTokens", "\(error)") }
             }
             return SimulatorTransport(payloadLimit: context.payloadLimit, invalidTokens: Set(invalid))
+        }
+        r.registerTransport("recorder") { node, _ in
+            guard let path = try node.string("path") else { throw node.error("path", "required: the .gz log to write") }
+            do {
+                return try RecorderTransport(path: path, includeFrames: try node.bool("frames") ?? true)
+            } catch {
+                throw node.error("path", "\(error)")
+            }
         }
         return r
     }
