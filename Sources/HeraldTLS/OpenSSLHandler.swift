@@ -253,8 +253,9 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
         case 1: combined = promises[0]
         default:
             let c = context.eventLoop.makePromise(of: Void.self)
+            let all = promises
             c.futureResult.whenComplete { result in
-                for p in promises { p.completeWith(result) }
+                for p in all { p.completeWith(result) }
             }
             combined = c
         }

@@ -45,4 +45,18 @@ EVP_PKEY *cherald_read_private_key(BIO *bio, const char *passphrase, int *asked)
 int cherald_load_legacy_provider(void);
 /// SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF) and no session tickets.
 void cherald_ctx_disable_session_cache(SSL_CTX *ctx);
+
+/// Makes an EC P-256 key and an X.509 v3 certificate for it, signed by `issuer_cert`/`issuer_key`
+/// (self-signed when they are NULL). `purpose`: 0 none, 1 serverAuth, 2 clientAuth. Offsets are
+/// seconds from now. `subject_alt_names` as in openssl.cnf ("DNS:localhost,IP:127.0.0.1") or NULL.
+/// Returns 1 and sets `*out_cert`, `*out_key` (the caller frees them), or 0.
+int cherald_make_certificate(const char *common_name, const char *subject_alt_names, int is_ca, int purpose,
+                             long not_before_offset, long not_after_offset, long serial,
+                             X509 *issuer_cert, EVP_PKEY *issuer_key, X509 **out_cert, EVP_PKEY **out_key);
+/// PEM_write_bio_X509.
+int cherald_write_certificate_pem(BIO *bio, X509 *cert);
+/// PEM_write_bio_PrivateKey, encrypted with AES-256-CBC under `passphrase` unless it is NULL.
+int cherald_write_private_key_pem(BIO *bio, EVP_PKEY *key, const char *passphrase);
+/// A PKCS#12 bundle (key, certificate, optional CA) with `password`, DER, into `bio`.
+int cherald_write_pkcs12(BIO *bio, const char *password, const char *friendly_name, EVP_PKEY *key, X509 *cert, X509 *ca);
 #endif
