@@ -40,10 +40,7 @@ public final class HeraldRegistry: Sendable {
         let r = HeraldRegistry()
         BuiltinStages.register(in: r)
         r.registerTransport("simulator") { node, context in
-            let invalid = try (node.strings("invalidTokens") ?? []).map { hex throws(ConfigError) -> DeviceToken in
-                do { return try DeviceToken(hex: hex) } catch { throw node.error("invalidTokens", "\(error)") }
-            }
-            return SimulatorTransport(payloadLimit: context.payloadLimit, invalidTokens: Set(invalid))
+            try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit)
         }
         return r
     }
