@@ -169,6 +169,8 @@ public final class GatewayConnection: Sendable {
 
         var stop: Stop?
         let limit = sim.configuration.payloadLimit
+        let consumedBefore = c.decoder.consumedByteCount
+        let bufferedBefore = c.decoder.bufferedByteCount
         do {
             try c.decoder.read(input) { view in
                 if let status = validate(view, limit: limit, sim: &sim) {
@@ -202,7 +204,8 @@ public final class GatewayConnection: Sendable {
             return GatewayReply(consumed: input.count, readDelay: readDelay)
         }
         // Everything after the failing notification on this connection is discarded.
-        sim.counters.discardedBytes += c.decoder.bufferedByteCount
+        let processed = c.decoder.consumedByteCount - consumedBefore - bufferedBefore
+        sim.counters.discardedBytes += max(0, bytes.count - processed)
         c.decoder = NotificationViewDecoder()
         var response: [UInt8] = []
         if case .respond(let status, let identifier) = stop {
