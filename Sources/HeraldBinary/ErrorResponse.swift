@@ -85,7 +85,7 @@ public enum FeedbackParser: BinaryMessageParser {
         let t = load16(b, 4)
         guard t > 0 else { throw BinaryDecodingError(.impossibleLength, "feedback tuple with an empty token") }
         guard b.count >= 6 + t else { return .needMoreData(atLeast: 6 + t) }
-        let entry = FeedbackEntry(token: DeviceToken(bytes: UnsafeRawBufferPointer(rebasing: b[6..<6 + t])), timestamp: load32(b, 0))
+        let entry = FeedbackEntry(token: DeviceToken(copying: UnsafeRawBufferPointer(rebasing: b[6..<6 + t])), timestamp: load32(b, 0))
         return .message(entry, length: 6 + t)
     }
 }

@@ -230,7 +230,7 @@ public final class GatewayConnection: Sendable {
             guard p == 10 || p == 5 else { return .processingError }
             if p == 10 && PayloadInspector.isContentAvailableOnly(payload) { return .processingError }
         }
-        let t = DeviceToken(bytes: token)
+        let t = DeviceToken(copying: token)
         switch sim.devices[t] {
         case .invalid?: return .invalidToken
         case nil where sim.configuration.unknownTokens == .invalid: return .invalidToken
@@ -240,7 +240,7 @@ public final class GatewayConnection: Sendable {
 
     /// Records an accepted notification and decides its fate.
     static func accept(_ v: NotificationView, now: UInt32, topic: String, connection: Int, sim: inout SimulatorState) {
-        let token = DeviceToken(bytes: v.token!)
+        let token = DeviceToken(copying: v.token!)
         let device = sim.devices[token] ?? .online
         let sequence = sim.counters.accepted
         sim.counters.accepted += 1

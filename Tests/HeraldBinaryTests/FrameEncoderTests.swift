@@ -127,3 +127,40 @@ import Testing
         }
     }
 }
+
+/// The gateway relies on core's allocation-free validator: check the cases it must get right.
+@Suite struct PayloadValidationTests {
+    func shape(_ s: String) -> JSONShape? {
+        bytes(s).withUnsafeBytes { try? JSONParser.validate($0) }
+    }
+
+    @Test func apsObjectDetection() {
+        #expect(shape(#"{"aps":{}}"#)?.hasAPSObject == true)
+        #expect(shape(#" { "x" : [1, {"aps":{}}], "aps" : {"alert":"a"} } "#)?.hasAPSObject == true)
+        #expect(shape(#"{"x":{"aps":{}}}"#)?.hasAPSObject == false)
+        #expect(shape(#"{"aps":[]}"#)?.hasAPSObject == false)
+        #expect(shape(#"{"aps":"x"}"#)?.hasAPSObject == false)
+        #expect(shape(#"[{"aps":{}}]"#)?.isObject == false)
+    }
+
+    @Test func duplicateKeysAnywhereAreInvalid() {
+        #expect(shape(#"{"aps":{},"aps":{}}"#) == nil)
+        #expect(shape(#"{"aps":{"badge":1,"badge":2}}"#) == nil)
+        // Past the 16 keys kept on the stack.
+        let many = (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
+        #expect(shape("{\"aps\":{}," + many + "}")?.hasAPSObject == true)
+        #expect(shape("{\"aps\":{}," + many + ",\"k3\":0}") == nil)
+        #expect(shape("{\"aps\":{}," + many + ",\"k39\":0}") == nil)
+        // Same text, different keys; escapes compare as written.
+        #expect(shape(#"{"a":1,"ab":2,"b":3}"#) != nil)
+    }
+
+    @Test func stringsAreStillChecked() {
+        #expect(shape("{\"aps\":{\"alert\":\"caf\u{e9} \\u00e9 \\n\"}}") != nil)
+        #expect(shape("{\"aps\":{\"alert\":\"\\x\"}}") == nil)
+        #expect(shape("{\"aps\":{\"alert\":\"a\u{1}\"}}") == nil)
+        #expect(bytes("{\"aps\":{\"alert\":\"").withUnsafeBytes { p in (try? JSONParser.validate(p)) == nil })
+        let badUTF8: [UInt8] = Array(#"{"aps":{"alert":""#.utf8) + [0xC3, 0x28] + Array(#""}}"#.utf8)
+        #expect(badUTF8.withUnsafeBytes { (try? JSONParser.validate($0)) == nil })
+    }
+}
