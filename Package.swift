@@ -65,7 +65,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "herald",
-            dependencies: ["HeraldKit", "HeraldTLS", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "HeraldKit", "HeraldBinary", "HeraldSimulator", "HeraldTLS",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         // `swift package herald-bench`: every benchmark, built in release mode.
         .plugin(

@@ -41,10 +41,7 @@ public final class HeraldRegistry: Sendable {
         let r = HeraldRegistry()
         BuiltinStages.register(in: r)
         r.registerTransport("simulator") { node, context in
-            let invalid = try (node.strings("invalidTokens") ?? []).map { hex throws(ConfigError) -> DeviceToken in
-                do { return try DeviceToken(hex: hex) } catch { throw node.error("invalidTokens", "\(error)") }
-            }
-            return SimulatorTransport(payloadLimit: context.payloadLimit, invalidTokens: Set(invalid))
+            try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit)
         }
         r.registerTransport("recorder") { node, _ in
             guard let path = try node.string("path") else { throw node.error("path", "required: the .gz log to write") }

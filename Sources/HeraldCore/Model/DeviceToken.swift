@@ -31,6 +31,21 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         (w0, w1, w2, w3) = tuple
     }
 
+    /// Creates a token from raw bytes (such as a view into a frame being
+    /// decoded): one copy, no generic iteration.
+    public init(copying raw: UnsafeRawBufferPointer) {
+        count = raw.count
+        if count > 32 {
+            overflow = Array(raw)
+            return
+        }
+        var tuple = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        if count > 0 {
+            Swift.withUnsafeMutableBytes(of: &tuple) { $0.baseAddress!.copyMemory(from: raw.baseAddress!, byteCount: raw.count) }
+        }
+        (w0, w1, w2, w3) = tuple
+    }
+
     /// Parses a token from hex text: case-insensitive, an even number of hex
     /// digits and nothing else, at most 512 bytes.
     public init(hex: some StringProtocol) throws(TokenError) {

@@ -1,0 +1,27 @@
+// swift-tools-version: 6.1
+// libFuzzer targets for the binary interface decoders and the simulated gateway.
+// Build and run with ./run.sh (see docs/protocol.md, "Fuzzing").
+import PackageDescription
+
+let fuzzSettings: [SwiftSetting] = [.unsafeFlags(["-parse-as-library"]), .swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "HeraldFuzz",
+    platforms: [.macOS(.v15)],
+    dependencies: [.package(name: "Herald", path: "..")],
+    targets: [
+        .executableTarget(
+            name: "FuzzNotificationDecoder", dependencies: [.product(name: "HeraldBinary", package: "Herald")],
+            path: "Sources/FuzzNotificationDecoder", swiftSettings: fuzzSettings),
+        .executableTarget(
+            name: "FuzzErrorResponseDecoder", dependencies: [.product(name: "HeraldBinary", package: "Herald")],
+            path: "Sources/FuzzErrorResponseDecoder", swiftSettings: fuzzSettings),
+        .executableTarget(
+            name: "FuzzFeedbackDecoder", dependencies: [.product(name: "HeraldBinary", package: "Herald")],
+            path: "Sources/FuzzFeedbackDecoder", swiftSettings: fuzzSettings),
+        .executableTarget(
+            name: "FuzzGateway",
+            dependencies: [.product(name: "HeraldBinary", package: "Herald"), .product(name: "HeraldSimulator", package: "Herald")],
+            path: "Sources/FuzzGateway", swiftSettings: fuzzSettings),
+    ]
+)

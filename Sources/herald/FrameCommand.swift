@@ -1,0 +1,123 @@
+import ArgumentParser
+import HeraldBinary
+import HeraldCore
+import HeraldKit
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `herald frame`: the bytes each request becomes on the binary interface.
+struct FrameCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "frame",
+        abstract: "Print each request's binary-interface frame as lowercase hex, one per line.",
+        discussion: """
+            Requests (JSON Lines) go through the configured localize, payload and size stages, then \
+            the frame stage in the chosen format. The identifier is the request's "id" (else its \
+            sequence number), the expiry its "expiry" (else 0), the priority its "priority" (else 10, \
+            or 5 for a content-available-only payload). A request that cannot be framed prints no \
+            line; its reason goes to standard error as a JSON line and the exit code is 1.
+            """
+    )
+
+    @Argument(help: "JSON Lines requests, or - for standard input.")
+    var input: String = "-"
+
+    @Option(help: "simple (command 0), enhanced (command 1) or frame (command 2).")
+    var format: String?
+
+    @Option(help: "Configuration file (JSON), for the payload limit and localization.")
+    var config: String?
+
+    func run() async throws {
+        var configuration: HeraldConfiguration
+        do {
+            configuration = try config.map { path throws(ConfigError) in try HeraldConfiguration.load(path: path) } ?? HeraldConfiguration()
+        } catch {
+            throw SetupError("\(error)")
+        }
+        if let format {
+            guard let f = NotificationFormat.named(format) else {
+                throw ValidationError("--format must be simple, enhanced or frame, got \"\(format)\"")
+            }
+            configuration.frameFormat = f
+        }
+        let problems = ProblemPrinter()
+        let ledger = OutcomeLedger(observers: [problems])
+        let printer = HexFramePrinter()
+        let pipeline: Pipeline
+        do {
+            pipeline = try HeraldAssembly(configuration: configuration)
+                .makePipeline(source: JSONLinesSource(path: input), ledger: ledger, transport: printer)
+        } catch {
+            throw SetupError("\(error)")
+        }
+        do {
+            try await pipeline.run()
+        } catch {
+            printer.flush()
+            throw SetupError("\(error)")
+        }
+        printer.flush()
+        if problems.count > 0 { throw ExitCode(1) }
+    }
+}
+
+/// The frame command's "transport": prints each frame as hex and accepts it.
+final class HexFramePrinter: Transport {
+    let out = Mutex<[UInt8]>([])
+    static let digits = Array("0123456789abcdef".utf8)
+
+    func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
+        var records: [OutcomeRecord] = []
+        out.withLock { buf in
+            for e in batch {
+                guard let f = e.frame else {
+                    records.append(e.record(.failed("no frame")))
+                    continue
+                }
+                for b in f.bytes {
+                    buf.append(Self.digits[Int(b >> 4)])
+                    buf.append(Self.digits[Int(b & 15)])
+                }
+                buf.append(0x0A)
+                records.append(e.record(.accepted))
+            }
+            if buf.count > 1 << 16 { writeAll(1, &buf) }
+        }
+        outcomes.record(records)
+    }
+
+    func finish(outcomes: OutcomeLedger) async { flush() }
+
+    func flush() { out.withLock { writeAll(1, &$0) } }
+}
+
+/// Prints every outcome other than `accepted` to standard error, as JSON Lines.
+final class ProblemPrinter: OutcomeObserver {
+    let seen = Atomic<Int>(0)
+    var count: Int { seen.load(ordering: .relaxed) }
+    func observe(_ records: [OutcomeRecord]) {
+        var buf: [UInt8] = []
+        for r in records where r.outcome != .accepted {
+            seen.add(1, ordering: .relaxed)
+            buf += OutcomeWriter.line(r)
+            buf.append(0x0A)
+        }
+        if !buf.isEmpty { writeAll(2, &buf) }
+    }
+}
+
+/// Writes all of `buf` to `fd` and empties it.
+func writeAll(_ fd: Int32, _ buf: inout [UInt8]) {
+    var off = 0
+    buf.withUnsafeBytes { raw in
+        while off < raw.count {
+            let n = write(fd, raw.baseAddress! + off, raw.count - off)
+            if n < 0 { if errno == EINTR { continue }; return }
+            off += n
+        }
+    }
+    buf.removeAll(keepingCapacity: true)
+}
