@@ -121,7 +121,8 @@ public struct InFlightWindow<Item> {
             r.accepted = take(upTo: i + 1)
         } else {
             r.accepted = take(upTo: i)
-            r.rejected = (take(upTo: i + 1)[0], response.status)
+            // `take` may have compacted the storage: the failed item is now at `head`.
+            r.rejected = (take(upTo: head + 1)[0], response.status)
         }
         r.resend = take(upTo: items.count)
         return r
