@@ -1,6 +1,7 @@
 import HeraldCore
 import HeraldRecorder
 import HeraldSimulator
+import HeraldTLS
 import Synchronization
 
 /// Where a custom stage goes: after one of the built-in stages.
@@ -42,6 +43,9 @@ public final class HeraldRegistry: Sendable {
         BuiltinStages.register(in: r)
         r.registerTransport("simulator") { node, context in
             try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit)
+        }
+        r.registerTransport("gateway") { node, _ in
+            try GatewayTransport.make(node)
         }
         r.registerTransport("recorder") { node, _ in
             guard let path = try node.string("path") else { throw node.error("path", "required: the .gz log to write") }

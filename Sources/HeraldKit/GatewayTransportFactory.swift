@@ -1,0 +1,100 @@
+import HeraldCore
+import HeraldTLS
+
+/// Builds the `gateway` transport (the binary interface over TLS) from its configuration node:
+///
+/// ```json
+/// "transport": {
+///   "type": "gateway",
+///   "environment": "sandbox",
+///   "certificate": "apns-cert.pem", "key": "apns-key.pem", "passphraseFile": "apns-key.pass",
+///   "connections": 4
+/// }
+/// ```
+///
+/// Keys:
+/// - `environment`: `production` or `sandbox`; or `host` and `port` (both
+///   required without `environment`), and `serverName` when the certificate
+///   names another host than `host`.
+/// - Identity: `certificate` and `key` (PEM; the key may be encrypted), or
+///   `p12` (PKCS#12). The passphrase or password comes from `passphraseFile`
+///   (its first line) or `passphraseEnv` (the name of an environment variable),
+///   never from the configuration itself.
+/// - Trust: `caFile` (PEM) instead of the system trust store; `verify: false`
+///   turns verification off (logged loudly; tests only).
+/// - Connections: `connections`, `writeBytes`, `maxQueued`, `acceptAfterMilliseconds`,
+///   `maxUnconfirmed`, `minUnconfirmed`, `maxResends`, `maxConnectAttempts`,
+///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`, `connectTimeoutSeconds`,
+///   `handshakeTimeoutSeconds`, `drainTimeoutSeconds`, `socketSendBuffer`.
+enum GatewayTransportFactory {
+    static func configuration(_ node: ConfigNode) throws(ConfigError) -> GatewayConfiguration {
+        let host: String
+        let port: Int
+        if let name = try node.string("environment", oneOf: GatewayEnvironment.all.map(\.name)) {
+            let env = GatewayEnvironment.named(name)!
+            host = try node.string("host") ?? env.host
+            port = try node.int("port", in: 1...65535) ?? env.port
+        } else {
+            guard let h = try node.string("host") else {
+                throw node.error("environment", "required: \"production\" or \"sandbox\" (or give host and port)")
+            }
+            guard let p = try node.int("port", in: 1...65535) else { throw node.error("port", "required with host") }
+            host = h
+            port = p
+        }
+
+        var passphrase: SecretSource?
+        let file = try node.string("passphraseFile")
+        let env = try node.string("passphraseEnv")
+        if file != nil && env != nil { throw node.error("passphraseFile", "give passphraseFile or passphraseEnv, not both") }
+        if let file { passphrase = .file(file) }
+        if let env { passphrase = .environment(env) }
+
+        let identity: TLSIdentity?
+        let certificate = try node.string("certificate")
+        let key = try node.string("key")
+        if let p12 = try node.string("p12") {
+            if certificate != nil || key != nil { throw node.error("p12", "give p12, or certificate and key, not both") }
+            identity = .pkcs12(p12, password: passphrase)
+        } else if let certificate {
+            identity = .pem(certificate: certificate, key: key ?? certificate, passphrase: passphrase)
+        } else if key != nil {
+            throw node.error("certificate", "required with key")
+        } else {
+            identity = nil
+        }
+
+        var tls = TLSConfiguration.client(identity: identity, trust: try node.string("caFile").map(TLSTrust.caFile) ?? .system)
+        tls.verifyPeer = try node.bool("verify") ?? true
+        if let s = try node.int("handshakeTimeoutSeconds", in: 1...600) { tls.handshakeTimeout = .seconds(s) }
+
+        var c = GatewayConfiguration(host: host, port: port, tls: tls, serverName: try node.string("serverName"))
+        c.connections = try node.int("connections", in: 1...64) ?? c.connections
+        c.writeBytes = try node.int("writeBytes", in: 512...(16 << 20)) ?? c.writeBytes
+        c.maxQueued = try node.int("maxQueued", in: 1...10_000_000) ?? c.maxQueued
+        if let ms = try node.int("acceptAfterMilliseconds", in: 1...600_000) { c.acceptAfter = .milliseconds(ms) }
+        c.maxUnconfirmed = try node.int("maxUnconfirmed", in: 1...10_000_000) ?? c.maxUnconfirmed
+        c.minUnconfirmed = try node.int("minUnconfirmed", in: 1...10_000_000) ?? c.minUnconfirmed
+        if c.minUnconfirmed > c.maxUnconfirmed { throw node.error("minUnconfirmed", "must not exceed maxUnconfirmed (\(c.maxUnconfirmed))") }
+        c.maxResends = try node.int("maxResends", in: 0...1000) ?? c.maxResends
+        c.maxConnectAttempts = try node.int("maxConnectAttempts", in: 1...1000) ?? c.maxConnectAttempts
+        if let ms = try node.int("backoffInitialMilliseconds", in: 1...600_000) { c.backoff.initial = .milliseconds(ms) }
+        if let ms = try node.int("backoffMaxMilliseconds", in: 1...3_600_000) { c.backoff.maximum = .milliseconds(ms) }
+        if let s = try node.int("connectTimeoutSeconds", in: 1...600) { c.connectTimeout = .seconds(s) }
+        if let s = try node.int("drainTimeoutSeconds", in: 1...3600) { c.drainTimeout = .seconds(s) }
+        c.socketSendBuffer = try node.int("socketSendBuffer", in: 4096...(64 << 20))
+        return c
+    }
+}
+
+extension GatewayTransport {
+    /// Builds the transport from a configuration node, reporting TLS problems against the node.
+    static func make(_ node: ConfigNode) throws(ConfigError) -> GatewayTransport {
+        let configuration = try GatewayTransportFactory.configuration(node)
+        do {
+            return try GatewayTransport(configuration: configuration)
+        } catch {
+            throw node.error(configuration.tls.identity == nil ? "caFile" : (node.has("p12") ? "p12" : "certificate"), error.description)
+        }
+    }
+}

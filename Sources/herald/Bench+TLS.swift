@@ -1,0 +1,135 @@
+import ArgumentParser
+import Foundation
+import HeraldBinary
+import HeraldCore
+import HeraldSimulator
+import HeraldTLS
+
+/// `herald bench tls`: notifications per second through the gateway transport
+/// over real TLS to the simulator served on loopback, both ends in this
+/// process, over one and over several connections; with the in-memory
+/// simulator transport (same framing, same validation, no TLS, no sockets) as
+/// the baseline in the same run.
+struct BenchTLS: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tls",
+        abstract: "Notifications per second over TLS to the simulator on loopback, over 1 and N connections, both ends included."
+    )
+
+    @Option(help: "Notifications per run.")
+    var count = 2_000_000
+
+    @Option(help: "Connections for the parallel run.")
+    var connections = 4
+
+    @Option(help: "Notifications per batch handed to the transport.")
+    var batchSize = 1024
+
+    @Option(help: "Notifications in flight per connection before a probe confirms them (GatewayConfiguration.maxUnconfirmed).")
+    var maxUnconfirmed = GatewayConfiguration(host: "", port: 0, tls: .client(identity: nil)).maxUnconfirmed
+
+    @Option(help: "Fraction of invalid tokens (rejected with status 8, forcing reconnects and resends).")
+    var invalidFraction = 0.0
+
+    struct RunResult {
+        var seconds: Double
+        var snapshot: LedgerSnapshot
+        var statistics: GatewayStatistics?
+        var simulatorAccepted: Int
+    }
+
+    static let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1,"sound":"default"}}"#.utf8)
+
+    func run() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-bench-tls-\(UUID().uuidString)").path
+        let certs = try ThrowawayCertificates.make(in: dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+
+        let tokens = (0..<1024).map { i in DeviceToken(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ i &* 7 &+ 1) }) }
+        let invalidEvery = invalidFraction > 0 ? max(2, Int(1 / invalidFraction)) : 0
+        let invalidToken = DeviceToken(bytes: [UInt8](repeating: 0xEE, count: 32))
+
+        func makeSimulator() -> APNsSimulator {
+            let s = APNsSimulator(configuration: SimulatorConfiguration(recordsDeliveries: false))
+            s.markInvalid(invalidToken)
+            return s
+        }
+
+        func drive(_ transport: any Transport) async throws -> (Double, LedgerSnapshot) {
+            let ledger = OutcomeLedger(tracksIdentity: false)
+            let framer = BinaryFramer(format: .frame)
+            let payload = Self.payload
+            var batch: [Envelope] = []
+            batch.reserveCapacity(batchSize)
+            let seconds = try await measure {
+                for i in 0..<count {
+                    let token = invalidEvery > 0 && i % invalidEvery == invalidEvery / 2 ? invalidToken : tokens[i & 1023]
+                    var e = Envelope(sequence: UInt64(i), request: NotificationRequest(token: token, id: UInt32(truncatingIfNeeded: i)))
+                    e.payload = payload
+                    e.frame = try framer.frame(e)
+                    batch.append(e)
+                    if batch.count == batchSize || i == count - 1 {
+                        ledger.enter(EmptyCollection(), count: batch.count)
+                        try await transport.send(batch, outcomes: ledger)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+                await transport.finish(outcomes: ledger)
+            }
+            return (seconds, ledger.snapshot)
+        }
+
+        func overTLS(connections: Int) async throws -> RunResult {
+            let simulator = makeSimulator()
+            let serverTLS = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                                   clientCA: .caFile(certs.caCertificate)))
+            let server = try await SimulatorServer.start(simulator: simulator, tls: serverTLS)
+            var config = GatewayConfiguration(
+                host: "127.0.0.1", port: server.gatewayPort,
+                tls: .client(identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), trust: .caFile(certs.caCertificate)),
+                serverName: "localhost", connections: connections)
+            config.maxQueued = max(config.maxQueued, 4 * batchSize * connections)
+            config.maxUnconfirmed = maxUnconfirmed
+            let transport = try GatewayTransport(configuration: config)
+            let (seconds, snapshot) = try await drive(transport)
+            await server.stop()
+            return RunResult(seconds: seconds, snapshot: snapshot, statistics: transport.statistics,
+                             simulatorAccepted: simulator.counters.accepted)
+        }
+
+        let one = try await overTLS(connections: 1)
+        let many = try await overTLS(connections: connections)
+
+        // Baseline: the in-memory simulator transport, same frames and validation, no TLS or sockets.
+        let memorySimulator = makeSimulator()
+        let (memorySeconds, memorySnapshot) = try await drive(SimulatorTransport(simulator: memorySimulator))
+
+        let expectedRejected = invalidEvery > 0 ? UInt64((0..<count).filter { $0 % invalidEvery == invalidEvery / 2 }.count) : 0
+        func ok(_ r: RunResult) -> Bool {
+            r.snapshot.isBalanced && r.snapshot.failed == 0 && r.snapshot.rejected == expectedRejected
+                && r.snapshot.accepted == UInt64(count) - expectedRejected
+        }
+
+        var report = BenchReport()
+        report.add("benchmark", "tls")
+        report.add("notifications", count)
+        report.add("payload_bytes", Self.payload.count)
+        report.add("frame_bytes", Self.payload.count + 54)
+        report.add("invalid_fraction", invalidFraction, places: 4)
+        report.add("batch_size", batchSize)
+        report.add("max_unconfirmed", maxUnconfirmed)
+        report.add("tls_protocol", "TLSv1.3")
+        report.add("connections_1_seconds", one.seconds, places: 3)
+        report.add("connections_1_notifications_per_second", Double(count) / one.seconds, places: 0)
+        report.add("connections_\(connections)_seconds", many.seconds, places: 3)
+        report.add("connections_\(connections)_notifications_per_second", Double(count) / many.seconds, places: 0)
+        report.add("baseline_in_memory_simulator_notifications_per_second", Double(count) / memorySeconds, places: 0)
+        report.add("handshakes", (one.statistics?.handshakes ?? 0) + (many.statistics?.handshakes ?? 0))
+        report.add("resent", (one.statistics?.resent ?? 0) + (many.statistics?.resent ?? 0))
+        report.add("simulator_accepted", one.simulatorAccepted + many.simulatorAccepted)
+        report.add("all_outcomes_correct", ok(one) && ok(many) && memorySnapshot.isBalanced)
+        report.add("peak_rss_mib", peakResidentMiB(), places: 1)
+        report.add("goal_notifications_per_second", 300_000)
+        report.print()
+    }
+}
