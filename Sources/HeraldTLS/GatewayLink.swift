@@ -526,12 +526,15 @@ final class GatewayLink: @unchecked Sendable {
         let lost = window.connectionLost()
         marks.removeAll()
         probeOutstanding = false
+        let real = lost.filter { !$0.isProbe }
         if let permanentError {
+            // TLS refused us after the handshake (TLS 1.3 reports a refused client certificate late):
+            // what was written was not processed, and retrying cannot help.
+            record(real.map { $0.record(.failed("\(permanentError)")) })
             phase = .idle
             fail(with: permanentError)
             return
         }
-        let real = lost.filter { !$0.isProbe }
         if !real.isEmpty {
             statistics._silentCloses.add(1, ordering: .relaxed)
             requeueFront(real, countingResend: true)

@@ -112,6 +112,8 @@ func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> R) 
 /// certificate for the provider, as PEM and as a PKCS#12 bundle.
 public struct ThrowawayCertificates: Sendable, Hashable {
     public var directory: String
+    /// The file names of a set in `directory` (made earlier, e.g. by `herald certs`).
+    public init(directory: String) { self.directory = directory }
     public var caCertificate: String { directory + "/ca.pem" }
     public var caKey: String { directory + "/ca-key.pem" }
     public var serverCertificate: String { directory + "/server.pem" }

@@ -1,0 +1,187 @@
+import ArgumentParser
+@preconcurrency import Dispatch
+import Foundation
+import HeraldCore
+import HeraldSimulator
+import HeraldTLS
+import Synchronization
+
+/// `herald simulate`: the APNs simulator served over TLS on loopback, requiring
+/// a client certificate, until SIGINT.
+struct SimulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Serve the APNs simulator over TLS on loopback (gateway and feedback), requiring a client certificate.",
+        discussion: """
+            Prints one JSON line with the ports, e.g. \
+            {"host":"127.0.0.1","gateway_port":40123,"feedback_port":40124,"server_name":"localhost",...}, \
+            then serves until SIGINT or SIGTERM and prints the simulator's counters as a last JSON line. \
+            Certificates come from --certs DIR (as `herald certs DIR` makes them) or from \
+            --certificate, --key and --client-ca. See docs/operations.md.
+            """
+    )
+
+    @Option(help: "A directory made by `herald certs` (server.pem, server-key.pem, ca.pem).")
+    var certs: String?
+
+    @Option(help: "The server certificate (PEM).")
+    var certificate: String?
+
+    @Option(help: "The server's private key (PEM, unencrypted).")
+    var key: String?
+
+    @Option(help: "The CA that signs client certificates (PEM).")
+    var clientCa: String?
+
+    @Option(help: "A loopback address to listen on: 127.0.0.1 or ::1.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Gateway port (0 picks a free one).")
+    var gatewayPort = 0
+
+    @Option(help: "Feedback port (0 picks a free one).")
+    var feedbackPort = 0
+
+    @Option(help: "Payload limit in bytes.")
+    var payloadLimit = 2048
+
+    @Option(help: "What to do with tokens the simulator does not know: deliver or invalid.")
+    var unknownTokens = "deliver"
+
+    @Option(name: .customLong("invalid-token"), help: "A hex token answered with status 8 (repeatable).")
+    var invalidTokens: [String] = []
+
+    @Option(name: .customLong("uninstalled-token"), help: "A hex token whose app is uninstalled: accepted, then listed by the feedback service (repeatable).")
+    var uninstalledTokens: [String] = []
+
+    func run() async throws {
+        guard ["127.0.0.1", "::1", "localhost"].contains(host) || host.hasPrefix("127.") else {
+            throw SetupError("herald simulate listens on loopback only (127.0.0.1 or ::1), not \(host)")
+        }
+        guard unknownTokens == "deliver" || unknownTokens == "invalid" else {
+            throw SetupError("--unknown-tokens must be deliver or invalid, got \(unknownTokens)")
+        }
+        let serverCertificate: String, serverKey: String, ca: String
+        if let certs {
+            let files = ThrowawayCertificates(directory: certs)
+            serverCertificate = certificate ?? files.serverCertificate
+            serverKey = key ?? files.serverKey
+            ca = clientCa ?? files.caCertificate
+        } else {
+            guard let certificate, let key, let clientCa else {
+                throw SetupError("give --certs DIR (from `herald certs DIR`), or --certificate, --key and --client-ca")
+            }
+            serverCertificate = certificate
+            serverKey = key
+            ca = clientCa
+        }
+        let tls: TLSContext
+        do {
+            tls = try TLSContext(.server(identity: .pem(certificate: serverCertificate, key: serverKey), clientCA: .caFile(ca)))
+        } catch {
+            throw SetupError("\(error)")
+        }
+        let simulator = APNsSimulator(configuration: SimulatorConfiguration(
+            payloadLimit: payloadLimit, unknownTokens: unknownTokens == "invalid" ? .invalid : .deliver))
+        for hex in invalidTokens { simulator.markInvalid(try token(hex)) }
+        for hex in uninstalledTokens { simulator.uninstall(try token(hex)) }
+
+        let server = try await SimulatorServer.start(
+            simulator: simulator, tls: tls, host: host == "localhost" ? "127.0.0.1" : host,
+            gatewayPort: gatewayPort, feedbackPort: feedbackPort)
+        var ready = BenchReport()
+        ready.add("host", server.host)
+        ready.add("gateway_port", server.gatewayPort)
+        ready.add("feedback_port", server.feedbackPort)
+        ready.add("server_name", "localhost")
+        ready.add("client_ca", ca)
+        ready.print()
+        fflush(nil)
+
+        let waiter = SignalWaiter()
+        let signals = ShutdownSignals { waiter.fire() }
+        await waiter.wait()
+        signals.cancel()
+        await server.stop()
+        let c = simulator.counters
+        var summary = BenchReport()
+        summary.add("connections", c.connections)
+        summary.add("accepted", c.accepted)
+        summary.add("rejected", c.rejected.values.reduce(0, +))
+        summary.add("tls_errors", server.connectionErrors.count)
+        summary.print()
+    }
+
+    func token(_ hex: String) throws -> DeviceToken {
+        do { return try DeviceToken(hex: hex) } catch { throw SetupError("token \(hex.prefix(8))…: \(error)") }
+    }
+}
+
+/// Waits until a signal handler fires (once).
+final class SignalWaiter: Sendable {
+    struct State {
+        var fired = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    let state = Mutex(State())
+
+    func fire() {
+        let w = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.fired = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        w?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.fired { return true }
+                s.waiter = c
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+}
+
+/// `herald certs DIR`: a throwaway CA, a server certificate for the simulator
+/// and a client certificate for the provider, for trying Herald against
+/// `herald simulate`. Never for production.
+struct CertsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "certs",
+        abstract: "Make a throwaway CA, server and client certificate (for herald simulate and tests; not for production).",
+        discussion: """
+            Writes ca.pem, ca-key.pem, server.pem, server-key.pem (valid for localhost, 127.0.0.1, ::1), \
+            client.pem, client-key.pem, client-key-encrypted.pem and client.p12 (passphrase in passphrase.txt), \
+            then prints their paths as one JSON line. Keys are EC P-256, certificates valid for 30 days.
+            """
+    )
+
+    @Argument(help: "Directory to write into (created if missing).")
+    var directory: String
+
+    @Option(name: .customLong("host-name"), help: "A name or address the server certificate is valid for (repeatable).")
+    var hostNames: [String] = ["localhost", "127.0.0.1", "::1"]
+
+    func run() async throws {
+        let files: ThrowawayCertificates
+        do {
+            files = try ThrowawayCertificates.make(in: directory, hostNames: hostNames)
+        } catch {
+            throw SetupError("\(error)")
+        }
+        var r = BenchReport()
+        r.add("ca", files.caCertificate)
+        r.add("server_certificate", files.serverCertificate)
+        r.add("server_key", files.serverKey)
+        r.add("client_certificate", files.clientCertificate)
+        r.add("client_key", files.clientKey)
+        r.add("client_key_encrypted", files.clientKeyEncrypted)
+        r.add("client_p12", files.clientP12)
+        r.add("passphrase_file", files.passphraseFile)
+        r.print()
+    }
+}

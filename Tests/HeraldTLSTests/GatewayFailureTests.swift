@@ -1,0 +1,173 @@
+import Foundation
+import HeraldBinary
+import HeraldCore
+import HeraldKit
+import HeraldSimulator
+import HeraldTLS
+import NIOPosix
+import Testing
+
+/// Sends `count` valid notifications through a transport built from `config` and returns the outcomes.
+func sendThrough(_ config: GatewayConfiguration, count: Int = 20) async throws -> (LedgerSnapshot, [OutcomeRecord], GatewayStatistics, Double) {
+    let transport = try GatewayTransport(configuration: config)
+    let collector = RecordCollector()
+    let ledger = OutcomeLedger(observers: [collector])
+    let framer = BinaryFramer(format: .frame)
+    var batch: [Envelope] = []
+    for i in 0..<count {
+        var e = Envelope(sequence: UInt64(i), request: NotificationRequest(token: GatewayRun.token(i), id: UInt32(i)))
+        e.payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+        e.frame = try framer.frame(e)
+        batch.append(e)
+    }
+    let start = Date()
+    ledger.enter(batch.map(\.sequence), count: batch.count)
+    try await transport.send(batch, outcomes: ledger)
+    await transport.finish(outcomes: ledger)
+    return (ledger.snapshot, collector.all, transport.statistics, Date().timeIntervalSince(start))
+}
+
+/// A simulator served over TLS with the shared certificates.
+func startSimulator(_ simulator: APNsSimulator = APNsSimulator()) async throws -> SimulatorServer {
+    let certs = sharedCertificates
+    let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                     clientCA: .caFile(certs.caCertificate)))
+    return try await SimulatorServer.start(simulator: simulator, tls: tls)
+}
+
+func gatewayConfig(port: Int, identity: TLSIdentity?, ca: String) -> GatewayConfiguration {
+    GatewayConfiguration(host: "127.0.0.1", port: port, tls: .client(identity: identity, trust: .caFile(ca)), serverName: "localhost")
+}
+
+@Suite("Gateway transport: refusals, unreachable gateways, configuration", .serialized)
+struct GatewayFailureTests {
+    let certs = sharedCertificates
+
+    @Test("a client certificate the gateway does not trust: every notification fails, naming the certificate, at once")
+    func refusedClientCertificate() async throws {
+        let server = try await startSimulator()
+        defer { Task { await server.stop() } }
+        let other = try ThrowawayCertificates.make(in: temporaryDirectory())
+        let config = gatewayConfig(port: server.gatewayPort, identity: .pem(certificate: other.clientCertificate, key: other.clientKey),
+                                   ca: certs.caCertificate)
+        let (snapshot, records, _, seconds) = try await sendThrough(config)
+        #expect(snapshot.isBalanced && snapshot.failed == 20)
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains(other.clientCertificate) } else { false } })
+        #expect(seconds < 5)
+        #expect(server.simulator.counters.accepted == 0)
+    }
+
+    @Test("no client certificate: the gateway refuses; every notification fails saying so")
+    func noClientCertificate() async throws {
+        let server = try await startSimulator()
+        defer { Task { await server.stop() } }
+        let (snapshot, records, _, _) = try await sendThrough(gatewayConfig(port: server.gatewayPort, identity: nil, ca: certs.caCertificate))
+        #expect(snapshot.isBalanced && snapshot.failed == 20)
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("requires a client certificate") } else { false } })
+        #expect(server.simulator.counters.accepted == 0)
+    }
+
+    @Test("a gateway whose certificate our CA file does not vouch for: unknown CA, every notification fails")
+    func unknownServerCA() async throws {
+        let server = try await startSimulator()
+        defer { Task { await server.stop() } }
+        let other = try ThrowawayCertificates.make(in: temporaryDirectory())
+        let config = gatewayConfig(port: server.gatewayPort, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey),
+                                   ca: other.caCertificate)
+        let (snapshot, records, stats, _) = try await sendThrough(config)
+        #expect(snapshot.isBalanced && snapshot.failed == 20)
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("unknown CA") && r.contains(other.caCertificate) } else { false } })
+        #expect(stats.connections == 1, "a refused certificate is not retried")
+    }
+
+    @Test("an unreachable gateway: bounded attempts with growing, jittered delays, then everything fails")
+    func unreachable() async throws {
+        // A port nobody listens on: bind, note the port, close.
+        let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = probe.localAddress!.port!
+        try await probe.close()
+        var config = gatewayConfig(port: port, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.maxConnectAttempts = 4
+        config.backoff = BackoffPolicy(initial: .milliseconds(40), maximum: .seconds(1))
+        let (snapshot, records, stats, seconds) = try await sendThrough(config)
+        #expect(snapshot.isBalanced && snapshot.failed == 20)
+        #expect(stats.connectFailures == 4)
+        // Delays after failures 1, 2, 3 are at least half their bounds: 20 + 40 + 80 ms.
+        #expect(seconds >= 0.14)
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("gave up after 4 attempts") && r.contains("\(port)") } else { false } })
+    }
+
+    @Test("backoff bounds double up to the maximum; delays are drawn from the upper half")
+    func backoff() {
+        let b = BackoffPolicy(initial: .milliseconds(100), maximum: .seconds(2))
+        #expect(b.bound(afterFailures: 0) == .zero)
+        #expect(b.bound(afterFailures: 1) == .milliseconds(100))
+        #expect(b.bound(afterFailures: 3) == .milliseconds(400))
+        #expect(b.bound(afterFailures: 10) == .seconds(2))
+        var g = SeededGenerator(seed: 1)
+        var seen = Set<Duration>()
+        for _ in 0..<200 {
+            let d = b.delay(afterFailures: 3, using: &g)
+            #expect(d >= .milliseconds(200) && d <= .milliseconds(400))
+            seen.insert(d)
+        }
+        #expect(seen.count > 100, "jittered")
+    }
+
+    @Test("configured by name: a pipeline from a configuration file sends over TLS to the simulator")
+    func assembledFromConfiguration() async throws {
+        let simulator = APNsSimulator()
+        let bad = DeviceToken(bytes: [UInt8](repeating: 0xEE, count: 32))
+        simulator.markInvalid(bad)
+        let server = try await startSimulator(simulator)
+        defer { Task { await server.stop() } }
+        let dir = temporaryDirectory()
+        let configPath = dir + "/herald.json"
+        try """
+        {"transport": {"type": "gateway", "host": "127.0.0.1", "port": \(server.gatewayPort), "serverName": "localhost",
+          "p12": "\(certs.clientP12)", "passphraseFile": "\(certs.passphraseFile)", "caFile": "\(certs.caCertificate)",
+          "connections": 2, "acceptAfterMilliseconds": 500}}
+        """.write(toFile: configPath, atomically: true, encoding: .utf8)
+        var lines: [String] = []
+        for i in 0..<40 {
+            let token = i == 17 ? bad.hex : GatewayRun.token(i).hex
+            lines.append(#"{"id":\#(i),"token":"\#(token)","alert":"Hello \#(i)"}"#)
+        }
+        let input = dir + "/requests.jsonl"
+        try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
+
+        let assembly = HeraldAssembly(configuration: try HeraldConfiguration.load(path: configPath))
+        let collector = RecordCollector()
+        let pipeline = try assembly.makePipeline(source: JSONLinesSource(path: input), ledger: OutcomeLedger(observers: [collector]))
+        let snapshot = try await pipeline.run()
+        #expect(snapshot.isBalanced && snapshot.accepted == 39 && snapshot.rejected == 1)
+        #expect(collector.all.first { $0.id == 17 }?.outcome == .rejected(.invalidToken))
+        #expect(simulator.deliveries.count == 39)
+    }
+
+    @Test("configuration errors name the file and key")
+    func configurationErrors() async throws {
+        let dir = temporaryDirectory()
+        func load(_ transport: String) throws -> any Error {
+            let path = dir + "/c\(UUID().uuidString).json"
+            try #"{"transport": \#(transport)}"#.write(toFile: path, atomically: true, encoding: .utf8)
+            do {
+                _ = try HeraldAssembly(configuration: try HeraldConfiguration.load(path: path)).transport()
+            } catch {
+                return error
+            }
+            Issue.record("no error for \(transport)")
+            return CancellationError()
+        }
+        var e = "\(try load(#"{"type": "gateway"}"#))"
+        #expect(e.contains("transport.environment"))
+        e = "\(try load(#"{"type": "gateway", "environment": "staging"}"#))"
+        #expect(e.contains("production") && e.contains("staging"))
+        e = "\(try load(#"{"type": "gateway", "environment": "sandbox", "certificate": "/nonexistent.pem"}"#))"
+        #expect(e.contains("/nonexistent.pem"))
+        e = "\(try load(#"{"type": "gateway", "environment": "sandbox", "p12": "x.p12", "passphraseFile": "a", "passphraseEnv": "B"}"#))"
+        #expect(e.contains("not both"))
+        e = "\(try load(#"{"type": "gateway", "environment": "sandbox", "p12": "\#(certs.clientP12)", "passphraseEnv": "HERALD_TEST_NOT_SET"}"#))"
+        #expect(e.contains("HERALD_TEST_NOT_SET"))
+    }
+}
