@@ -171,3 +171,33 @@ struct GatewayFailureTests {
         #expect(e.contains("HERALD_TEST_NOT_SET"))
     }
 }
+
+@Suite("Feedback service over TLS")
+struct FeedbackClientTests {
+    @Test("tokens of uninstalled apps come back from the feedback service, once")
+    func feedbackRoundTrip() async throws {
+        let certs = sharedCertificates
+        let simulator = APNsSimulator()
+        let gone = [3, 7, 11].map(GatewayRun.token)
+        for t in gone { simulator.uninstall(t) }
+        let server = try await startSimulator(simulator)
+        defer { Task { await server.stop() } }
+        let identity = TLSIdentity.pem(certificate: certs.clientCertificate, key: certs.clientKey)
+        let (snapshot, _, _, _) = try await sendThrough(gatewayConfig(port: server.gatewayPort, identity: identity, ca: certs.caCertificate))
+        #expect(snapshot.isBalanced && snapshot.accepted == 20)
+
+        let client = FeedbackClient(host: "127.0.0.1", port: server.feedbackPort,
+                                    tls: try TLSContext(.client(identity: identity, trust: .caFile(certs.caCertificate))),
+                                    serverName: "localhost")
+        let entries = try await client.fetchFeedback()
+        #expect(Set(entries.map(\.token)) == Set(gone))
+        #expect(entries.allSatisfy { $0.timestamp > 1_600_000_000 })
+        #expect(try await client.fetchFeedback().isEmpty)
+
+        // Without a client certificate the feedback service refuses too.
+        let anonymous = FeedbackClient(host: "127.0.0.1", port: server.feedbackPort,
+                                       tls: try TLSContext(.client(identity: nil, trust: .caFile(certs.caCertificate))),
+                                       serverName: "localhost")
+        await #expect(throws: TLSError.self) { _ = try await anonymous.fetchFeedback() }
+    }
+}
