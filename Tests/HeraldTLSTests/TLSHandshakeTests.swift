@@ -192,3 +192,50 @@ func waitUntil(seconds: Double = 5, _ condition: () -> Bool) async throws {
         try await Task.sleep(for: .milliseconds(10))
     }
 }
+
+/// Runs the `openssl` command-line tool; nil when it is not installed.
+func runOpenSSL(_ arguments: [String]) throws -> Int32? {
+    let candidates = ["/usr/bin/openssl", "/usr/local/bin/openssl", "/opt/homebrew/bin/openssl"]
+    guard let tool = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else { return nil }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: tool)
+    p.arguments = arguments
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    p.waitUntilExit()
+    return p.terminationStatus
+}
+
+@Suite("Identities as users bring them")
+struct IdentityFormatTests {
+    let certs = sharedCertificates
+
+    @Test("the seeds' recipe: `openssl pkcs12 -in X.p12 -out X.pem -nodes` gives one PEM file Herald takes as certificate and key")
+    func convertedPEM() async throws {
+        let out = temporaryDirectory() + "/converted.pem"
+        guard let status = try runOpenSSL(["pkcs12", "-in", certs.clientP12, "-out", out, "-nodes", "-passin", "file:\(certs.passphraseFile)"])
+        else { return }  // no openssl tool on this machine; .ci/run installs it
+        #expect(status == 0)
+        let server = try await EchoServer.start(try TLSContext(.server(
+            identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: .caFile(certs.caCertificate))))
+        defer { Task { await server.stop() } }
+        let client = try TLSContext(.client(identity: .pem(certificate: out, key: out), trust: .caFile(certs.caCertificate)))
+        #expect(try await echo([4, 2], port: server.port, context: client, serverName: "localhost") == [4, 2])
+    }
+
+    @Test("a legacy .p12 (RC2-40 and 3DES, as older Keychain Access exports) loads through OpenSSL's legacy provider")
+    func legacyP12() async throws {
+        let out = temporaryDirectory() + "/legacy.p12"
+        guard let status = try runOpenSSL([
+            "pkcs12", "-export", "-legacy", "-in", certs.clientCertificate, "-inkey", certs.clientKey, "-out", out,
+            "-passout", "file:\(certs.passphraseFile)",
+        ]) else { return }
+        #expect(status == 0)
+        let server = try await EchoServer.start(try TLSContext(.server(
+            identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: .caFile(certs.caCertificate))))
+        defer { Task { await server.stop() } }
+        let client = try TLSContext(.client(identity: .pkcs12(out, password: .file(certs.passphraseFile)), trust: .caFile(certs.caCertificate)))
+        #expect(try await echo([1], port: server.port, context: client, serverName: "localhost") == [1])
+    }
+}
