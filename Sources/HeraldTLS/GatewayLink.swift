@@ -193,9 +193,11 @@ final class GatewayLink: @unchecked Sendable {
 
     var endpoint: String { "\(configuration.host):\(configuration.port)" }
 
+    /// `HERALD_GATEWAY_TRACE=1` traces connection events on standard error (no tokens, no payloads).
     static let debug = getenv("HERALD_GATEWAY_TRACE") != nil
     func trace(_ s: @autoclosure () -> String) {
-        if Self.debug { print("[link \(index) gen \(generation) \(NIODeadline.now().uptimeNanoseconds / 1_000_000)ms] \(s()) q=\(queue.count) w=\(window.count)") }
+        guard Self.debug else { return }
+        writeToStandardError("herald gateway trace: [link \(index) gen \(generation) \(NIODeadline.now().uptimeNanoseconds / 1_000_000)ms] \(s()) q=\(queue.count) w=\(window.count)\n")
     }
 
     // MARK: - From the transport (any thread)
@@ -257,7 +259,7 @@ final class GatewayLink: @unchecked Sendable {
         var bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(.writeBufferWaterMark, value: WriteBufferWaterMark(
+            .channelOption(.writeBufferWaterMark, value: ChannelOptions.Types.WriteBufferWaterMark(
                 low: min(configuration.writeBufferLow, configuration.writeBufferHigh), high: configuration.writeBufferHigh))
         if let size = configuration.socketSendBuffer {
             bootstrap = bootstrap.channelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(size))
@@ -668,7 +670,7 @@ final class GatewayChannelHandler: ChannelInboundHandler {
         let buffer = unwrapInboundIn(data)
         var response: ErrorResponse?
         do {
-            try buffer.withUnsafeReadableBytes { raw in
+            _ = try buffer.withUnsafeReadableBytes { raw in
                 try decoder.read(raw) { r in
                     response = r
                     return false

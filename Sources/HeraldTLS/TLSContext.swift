@@ -311,10 +311,15 @@ public final class TLSContext: @unchecked Sendable {
 /// Where HeraldTLS writes its warnings (standard error by default).
 public enum TLSLog {
     static let handler = Mutex<@Sendable (String) -> Void>({ message in
-        let line = Array("herald: WARNING: \(message)\n".utf8)
-        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        writeToStandardError("herald: WARNING: \(message)\n")
     })
     /// Replaces where warnings go (tests collect them).
     public static func setHandler(_ h: @escaping @Sendable (String) -> Void) { handler.withLock { $0 = h } }
     static func warning(_ message: String) { handler.withLock { $0 }(message) }
+}
+
+/// Writes `text` to standard error, unbuffered.
+func writeToStandardError(_ text: String) {
+    let bytes = Array(text.utf8)
+    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
 }
