@@ -137,6 +137,10 @@ public struct TLSConfiguration: Sendable, Hashable {
     public var requireClientCertificate: Bool
     /// How long a handshake may take.
     public var handshakeTimeout: Duration
+    /// Refuse to load an identity whose certificate has expired or is not
+    /// valid yet (the peer would refuse it anyway; this says so up front).
+    /// Off only to simulate a misconfigured server in tests.
+    public var checkIdentityDates = true
 
     public init(
         role: Role, identity: TLSIdentity? = nil, trust: TLSTrust = .system, verifyPeer: Bool = true,

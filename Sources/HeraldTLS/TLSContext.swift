@@ -36,7 +36,7 @@ public final class TLSContext: @unchecked Sendable {
         do throws(TLSError) {
             var subject: String? = nil
             if let identity = configuration.identity {
-                subject = try Self.load(identity, into: ctx)
+                subject = try Self.load(identity, into: ctx, checkDates: configuration.checkIdentityDates)
             } else if configuration.role == .server {
                 throw TLSError(.configuration, "a TLS server needs a certificate and key")
             }
@@ -112,12 +112,12 @@ public final class TLSContext: @unchecked Sendable {
     // MARK: - Identity
 
     /// Loads the identity into `ctx`; returns the certificate's subject.
-    static func load(_ identity: TLSIdentity, into ctx: OpaquePointer) throws(TLSError) -> String {
+    static func load(_ identity: TLSIdentity, into ctx: OpaquePointer, checkDates: Bool = true) throws(TLSError) -> String {
         switch identity.kind {
         case .pem(let certificatePath, let keyPath, let passphrase):
-            return try loadPEM(certificatePath: certificatePath, keyPath: keyPath, passphrase: passphrase, into: ctx)
+            return try loadPEM(certificatePath: certificatePath, keyPath: keyPath, passphrase: passphrase, into: ctx, checkDates: checkDates)
         case .pkcs12(let path, let password):
-            return try loadPKCS12(path: path, password: password, into: ctx)
+            return try loadPKCS12(path: path, password: password, into: ctx, checkDates: checkDates)
         }
     }
 
@@ -132,7 +132,8 @@ public final class TLSContext: @unchecked Sendable {
         return try body(bio)
     }
 
-    static func loadPEM(certificatePath: String, keyPath: String, passphrase: SecretSource?, into ctx: OpaquePointer) throws(TLSError) -> String {
+    static func loadPEM(certificatePath: String, keyPath: String, passphrase: SecretSource?, into ctx: OpaquePointer,
+                        checkDates: Bool) throws(TLSError) -> String {
         OpenSSLErrors.clear()
         let certBytes = try readFile(certificatePath, what: "certificate file")
         var chain: [OpaquePointer] = []
@@ -169,12 +170,12 @@ public final class TLSContext: @unchecked Sendable {
         }
         defer { EVP_PKEY_free(key) }
         let what = "certificate file \(certificatePath)"
-        try checkValidity(leaf, what: what)
+        if checkDates { try checkValidity(leaf, what: what) }
         return try install(leaf: leaf, key: key, extra: Array(chain.dropFirst()), into: ctx, what: what,
                            keyWhat: "private key file \(keyPath)")
     }
 
-    static func loadPKCS12(path: String, password: SecretSource?, into ctx: OpaquePointer) throws(TLSError) -> String {
+    static func loadPKCS12(path: String, password: SecretSource?, into ctx: OpaquePointer, checkDates: Bool) throws(TLSError) -> String {
         OpenSSLErrors.clear()
         let bytes = try readFile(path, what: "PKCS#12 file")
         let p12: OpaquePointer? = try withMemoryBIO(bytes) { bio throws(TLSError) in d2i_PKCS12_bio(bio, nil) }
@@ -229,7 +230,7 @@ public final class TLSContext: @unchecked Sendable {
         for i in 0..<cherald_sk_x509_num(ca) {
             if let x = cherald_sk_x509_value(ca, i) { extra.append(x) }
         }
-        try checkValidity(cert, what: what)
+        if checkDates { try checkValidity(cert, what: what) }
         return try install(leaf: cert, key: key, extra: extra, into: ctx, what: what, keyWhat: "its private key")
     }
 

@@ -4,6 +4,7 @@ import HeraldCore
 import HeraldKit
 import HeraldSimulator
 import HeraldTLS
+import NIOCore
 import NIOPosix
 import Testing
 
@@ -199,5 +200,79 @@ struct FeedbackClientTests {
                                        tls: try TLSContext(.client(identity: nil, trust: .caFile(certs.caCertificate))),
                                        serverName: "localhost")
         await #expect(throws: TLSError.self) { _ = try await anonymous.fetchFeedback() }
+    }
+}
+
+/// Reads and discards everything: a gateway that never answers.
+final class BlackHole: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
+@Suite("Graceful drain")
+struct DrainTests {
+    let certs = sharedCertificates
+
+    @Test("with the time rule out of play, the drain probe confirms everything at shutdown")
+    func probeConfirms() async throws {
+        let server = try await startSimulator()
+        defer { Task { await server.stop() } }
+        var config = gatewayConfig(port: server.gatewayPort, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey),
+                                   ca: certs.caCertificate)
+        config.acceptAfter = .seconds(600)
+        let (snapshot, _, stats, seconds) = try await sendThrough(config, count: 500)
+        #expect(snapshot.isBalanced && snapshot.accepted == 500)
+        #expect(stats.probes == 1 && stats.acceptedByTime == 0 && stats.acceptedByResponse == 500)
+        #expect(seconds < 5)
+    }
+
+    @Test("a gateway that never answers: after the drain timeout the unconfirmed notifications fail")
+    func drainTimeout() async throws {
+        let certs = self.certs
+        let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                         clientCA: .caFile(certs.caCertificate)))
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([try OpenSSLHandler(context: tls), BlackHole()])
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { Task { try? await server.close() } }
+        var config = gatewayConfig(port: server.localAddress!.port!,
+                                   identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.acceptAfter = .seconds(600)
+        config.drainTimeout = .milliseconds(500)
+        let (snapshot, records, _, seconds) = try await sendThrough(config, count: 30)
+        #expect(snapshot.isBalanced && snapshot.failed == 30)
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("shutdown deadline") } else { false } })
+        #expect(seconds >= 0.5 && seconds < 5)
+    }
+}
+
+@Suite("Server certificate validity")
+struct ServerCertificateTests {
+    @Test("a gateway presenting an expired certificate is refused in plain words")
+    func expiredServer() async throws {
+        let dir = temporaryDirectory()
+        let ca = try IssuedCertificate.certificateAuthority(commonName: "Expiry CA")
+        try ca.writeCertificate(to: dir + "/ca.pem")
+        let old = try IssuedCertificate.issue(commonName: "localhost", hostNames: ["localhost"], purpose: .server, by: ca,
+                                              notBefore: -86_400 * 60, notAfter: -86_400)
+        try old.writeCertificate(to: dir + "/server.pem")
+        try old.writeKey(to: dir + "/server-key.pem")
+        // A misconfigured server: it does not check its own certificate's dates.
+        var serverConfig = TLSConfiguration(
+            role: .server, identity: .pem(certificate: dir + "/server.pem", key: dir + "/server-key.pem"), requireClientCertificate: false)
+        serverConfig.checkIdentityDates = false
+        let server = try await EchoServer.start(try TLSContext(serverConfig))
+        defer { Task { await server.stop() } }
+        let client = try TLSContext(.client(identity: nil, trust: .caFile(dir + "/ca.pem")))
+        do {
+            _ = try await echo([1], port: server.port, context: client, serverName: "localhost")
+            Issue.record("an expired server certificate was accepted")
+        } catch let e as TLSError {
+            #expect(e.code == .expiredCertificate && e.message.contains("expired"), "\(e)")
+        }
     }
 }
