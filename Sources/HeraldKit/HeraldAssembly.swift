@@ -21,6 +21,12 @@ public struct HeraldAssembly: Sendable {
         self.tokenStore = tokenStore
     }
 
+    /// An assembly whose token store is the one the configuration names (`tokens.path`), or in memory.
+    public static func configured(_ configuration: HeraldConfiguration, registry: HeraldRegistry = .standard()) throws(ConfigError) -> HeraldAssembly {
+        let store: any TokenStore = try configuration.tokenStorePath.map { path throws(ConfigError) in try FileTokenStore(path: path) } ?? InMemoryTokenStore()
+        return HeraldAssembly(configuration: configuration, registry: registry, tokenStore: store)
+    }
+
     /// Inserts a stage of the embedder's own after a built-in position.
     public mutating func insert(_ stage: NamedStage, after position: StagePosition) {
         extraStages.append((position, stage))
