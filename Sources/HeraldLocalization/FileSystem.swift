@@ -39,6 +39,11 @@ enum FileSystem {
         return out
     }
 
+    /// Why `path` cannot be read, or `nil` when it can.
+    static func accessProblem(_ path: String) -> String? {
+        access(path, R_OK) == 0 ? nil : errnoText()
+    }
+
     /// Whether `path` is a directory.
     static func isDirectory(_ path: String) -> Bool {
         guard let d = opendir(path) else { return false }

@@ -338,13 +338,18 @@ extension FormatSpecifier {
             }
             if plain { out.append(String(v)) } else { out.append(cString(Int64(v))) }
         case .unsigned:
-            guard let v = Self.parseInteger(argument) else {
+            let v: UInt64
+            if let u = Self.parseUnsigned(argument) {
+                v = u
+            } else if let negative = Self.parseInteger(argument), negative < 0 {
+                throw FormatError("argument \(index + 1) \"\(argument)\" is out of the range of \(text) (0…\(unsignedMax))")
+            } else {
                 throw FormatError("argument \(index + 1) \"\(argument)\" is not an integer, as \(text) needs")
             }
-            guard v >= 0, UInt64(v) <= unsignedMax else {
+            guard v <= unsignedMax else {
                 throw FormatError("argument \(index + 1) \"\(argument)\" is out of the range of \(text) (0…\(unsignedMax))")
             }
-            out.append(cString(UInt64(v)))
+            out.append(cString(v))
         case .float:
             let trimmed = Self.trim(argument)
             guard let v = Double(trimmed), v.isFinite else {
@@ -388,6 +393,14 @@ extension FormatSpecifier {
             result = v
         }
         return result
+    }
+
+    /// Optional `+` and decimal digits, surrounding spaces ignored; `nil` otherwise, for negatives or on overflow.
+    static func parseUnsigned(_ s: String) -> UInt64? {
+        var sub = trim(s)
+        if sub.first == "+" { sub = sub.dropFirst() }
+        guard !sub.isEmpty, sub.utf8.allSatisfy({ $0 &- 0x30 < 10 }) else { return nil }
+        return UInt64(sub)
     }
 
     func cString(_ value: some CVarArg) -> String {

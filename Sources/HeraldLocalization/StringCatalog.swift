@@ -70,6 +70,7 @@ public struct StringCatalog: Sendable {
     public static func load(path: String) throws(CatalogError) -> StringCatalog {
         var catalog = StringCatalog()
         if !FileSystem.isDirectory(path) {
+            if let problem = FileSystem.accessProblem(path) { throw CatalogError(file: path, message: "cannot open: \(problem)") }
             if path.hasSuffix(".xcstrings") {
                 try catalog.loadStringCatalog(path, table: tableName(path, extension: ".xcstrings"))
                 return catalog
