@@ -53,7 +53,9 @@ public struct CatalogLocalizer: Localizer {
     }
 
     public func localize(_ request: inout NotificationRequest) throws(StageFailure) {
-        guard let alert = request.aps.alert else { return }
+        // The alert is moved out and back rather than copied: a copy would retain all of its parts.
+        guard var alert = request.aps.alert.take() else { return }
+        defer { request.aps.alert = alert }
         try KeyCheckingLocalizer.check(key: alert.locKey, args: alert.locArgs, name: "loc")
         try KeyCheckingLocalizer.check(key: alert.titleLocKey, args: alert.titleLocArgs, name: "title-loc")
         try KeyCheckingLocalizer.check(key: alert.subtitleLocKey, args: alert.subtitleLocArgs, name: "subtitle-loc")
@@ -66,19 +68,19 @@ public struct CatalogLocalizer: Localizer {
         }
         let chain = resolver.chain(for: request.language)
         if let key = alert.locKey {
-            request.aps.alert!.body = try render(key, alert.locArgs, "loc", chain)
-            request.aps.alert!.locKey = nil
-            request.aps.alert!.locArgs = nil
+            alert.body = try render(key, alert.locArgs, "loc", chain)
+            alert.locKey = nil
+            alert.locArgs = nil
         }
         if let key = alert.titleLocKey {
-            request.aps.alert!.title = try render(key, alert.titleLocArgs, "title-loc", chain)
-            request.aps.alert!.titleLocKey = nil
-            request.aps.alert!.titleLocArgs = nil
+            alert.title = try render(key, alert.titleLocArgs, "title-loc", chain)
+            alert.titleLocKey = nil
+            alert.titleLocArgs = nil
         }
         if let key = alert.subtitleLocKey {
-            request.aps.alert!.subtitle = try render(key, alert.subtitleLocArgs, "subtitle-loc", chain)
-            request.aps.alert!.subtitleLocKey = nil
-            request.aps.alert!.subtitleLocArgs = nil
+            alert.subtitle = try render(key, alert.subtitleLocArgs, "subtitle-loc", chain)
+            alert.subtitleLocKey = nil
+            alert.subtitleLocArgs = nil
         }
     }
 
@@ -86,11 +88,12 @@ public struct CatalogLocalizer: Localizer {
     public func render(_ key: String, _ args: [String]?, _ name: String, _ chain: [Int]) throws(StageFailure) -> String {
         if let id = table.keyID(key) {
             for language in chain {
-                guard let entry = table.entry(keyID: id, language: language) else { continue }
+                guard let box = table.box(keyID: id, language: language) else { continue }
                 do {
-                    return try entry.render(args ?? [], language: resolver.languages[language])
+                    if box.isFormat { return try box.template.render(args ?? []) }
+                    return try box.entry.render(args ?? [], language: resolver.languages[language])
                 } catch {
-                    throw StageFailure("\(name)-key \"\(key)\" in \(resolver.languages[language]) (\(entry.origin)): \(error.message)")
+                    throw StageFailure("\(name)-key \"\(key)\" in \(resolver.languages[language]) (\(box.entry.origin)): \(error.message)")
                 }
             }
         }

@@ -82,8 +82,22 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
     let onlyPlainStrings: Bool
     /// UTF-8 bytes of all literal segments.
     let literalUTF8Count: Int
+    /// For plain templates, the render program: every literal's bytes in one
+    /// buffer, and pieces "literal, then argument" of plain integers, so a
+    /// render copies bytes without touching any reference-counted part.
+    let literalBytes: [UInt8]
+    let pieces: [Piece]
+
+    struct Piece: Sendable, Hashable {
+        var start: Int32
+        var count: Int32
+        /// The argument after the literal, or -1.
+        var argument: Int32
+    }
 
     public var description: String { source }
+
+    static let empty = try! FormatTemplate(compiling: "")
 
     /// Compiles a template.
     public init(compiling source: String) throws(FormatError) {
@@ -147,6 +161,26 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
         }
         self.literalUTF8Count = literalCount
         self.onlyPlainStrings = onlyPlain
+        var bytesOut: [UInt8] = []
+        var piecesOut: [Piece] = []
+        if onlyPlain {
+            var pending = Piece(start: 0, count: 0, argument: -1)
+            for s in segments {
+                switch s {
+                case .literal(let l):
+                    pending.start = Int32(bytesOut.count)
+                    bytesOut.append(contentsOf: l.utf8)
+                    pending.count = Int32(l.utf8.count)
+                case .argument(let a):
+                    pending.argument = Int32(a.index)
+                    piecesOut.append(pending)
+                    pending = Piece(start: Int32(bytesOut.count), count: 0, argument: -1)
+                }
+            }
+            if pending.count > 0 { piecesOut.append(pending) }
+        }
+        self.literalBytes = bytesOut
+        self.pieces = piecesOut
         if argumentCount == 0 {
             if case .literal(let l)? = segments.first { constant = l } else { constant = "" }
         } else {
@@ -293,18 +327,31 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
         if let constant { return constant }
         var capacity = literalUTF8Count
         if onlyPlainStrings {
-            for segment in segments {
-                if case .argument(let a) = segment { capacity += arguments[a.index].utf8.count }
-            }
-            var out = ""
-            out.reserveCapacity(capacity)
-            for segment in segments {
-                switch segment {
-                case .literal(let l): out.append(l)
-                case .argument(let a): out.append(arguments[a.index])
+            for p in pieces where p.argument >= 0 { capacity += arguments[Int(p.argument)].utf8.count }
+            return String(unsafeUninitializedCapacity: capacity) { out in
+                var o = 0
+                literalBytes.withUnsafeBufferPointer { lit in
+                    for p in pieces {
+                        if p.count > 0 {
+                            (out.baseAddress! + o).initialize(from: lit.baseAddress! + Int(p.start), count: Int(p.count))
+                            o += Int(p.count)
+                        }
+                        if p.argument >= 0 {
+                            let a = arguments[Int(p.argument)].utf8
+                            let copied: Int? = a.withContiguousStorageIfAvailable { src in
+                                if let base = src.baseAddress { (out.baseAddress! + o).initialize(from: base, count: src.count) }
+                                return src.count
+                            }
+                            if let copied {
+                                o += copied
+                            } else {
+                                for b in a { out[o] = b; o += 1 }
+                            }
+                        }
+                    }
                 }
+                return o
             }
-            return out
         }
         var out = ""
         out.reserveCapacity(capacity + 16 * argumentCount)
@@ -404,16 +451,25 @@ extension FormatSpecifier {
     }
 
     func cString(_ value: some CVarArg) -> String {
-        var buffer = [CChar](repeating: 0, count: 128)
-        let n = cFormat.withUnsafeBufferPointer { f in
-            withVaList([value]) { vsnprintf(&buffer, buffer.count, f.baseAddress!, $0) }
-        }
-        if n >= buffer.count {
-            buffer = [CChar](repeating: 0, count: Int(n) + 1)
-            _ = cFormat.withUnsafeBufferPointer { f in
-                withVaList([value]) { vsnprintf(&buffer, buffer.count, f.baseAddress!, $0) }
+        // Numbers print in well under 128 bytes unless the width says otherwise.
+        let fast: String? = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 128) { buffer in
+            let n = cFormat.withUnsafeBufferPointer { f in
+                withVaList([value]) { vsnprintf(buffer.baseAddress!, buffer.count, f.baseAddress!, $0) }
+            }
+            guard n >= 0, Int(n) < buffer.count else { return nil }
+            return UnsafeRawBufferPointer(start: buffer.baseAddress!, count: Int(n)).withMemoryRebound(to: UInt8.self) {
+                String(decoding: $0, as: UTF8.self)
             }
         }
+        if let fast { return fast }
+        var buffer = [CChar](repeating: 0, count: 128)
+        var n = Int32(0)
+        repeat {
+            buffer = [CChar](repeating: 0, count: max(buffer.count * 2, Int(n) + 1))
+            n = cFormat.withUnsafeBufferPointer { f in
+                withVaList([value]) { vsnprintf(&buffer, buffer.count, f.baseAddress!, $0) }
+            }
+        } while n >= 0 && Int(n) >= buffer.count
         return String(decoding: buffer.prefix(max(0, Int(n))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

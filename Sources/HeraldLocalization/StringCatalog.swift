@@ -143,7 +143,8 @@ public struct StringTable: Sendable {
     /// The keys, by id.
     public private(set) var keys: [String] = []
     /// `entries[language][key]`; rows are as long as the highest key id set in them.
-    var entries: [[CatalogEntry?]] = []
+    /// Boxed, so a lookup retains one reference rather than copying the entry's parts.
+    var entries: [[EntryBox?]] = []
 
     init(name: String) { self.name = name }
 
@@ -160,8 +161,8 @@ public struct StringTable: Sendable {
         if entries[language].count <= id {
             entries[language].append(contentsOf: repeatElement(nil, count: id + 1 - entries[language].count))
         }
-        let previous = entries[language][id]
-        entries[language][id] = entry
+        let previous = entries[language][id]?.entry
+        entries[language][id] = EntryBox(entry)
         return previous
     }
 
@@ -170,9 +171,13 @@ public struct StringTable: Sendable {
 
     /// The entry for a key id in a language, if that language has it.
     public func entry(keyID: Int, language: Int) -> CatalogEntry? {
-        guard language < entries.count else { return nil }
-        let row = entries[language]
-        return keyID < row.count ? row[keyID] : nil
+        box(keyID: keyID, language: language)?.entry
+    }
+
+    @inline(__always)
+    func box(keyID: Int, language: Int) -> EntryBox? {
+        guard language < entries.count, keyID < entries[language].count else { return nil }
+        return entries[language][keyID]
     }
 
     /// The entry for `key` in `language`.
@@ -183,5 +188,25 @@ public struct StringTable: Sendable {
     /// How many keys the language has.
     public func count(language: Int) -> Int {
         language < entries.count ? entries[language].reduce(0) { $0 + ($1 == nil ? 0 : 1) } : 0
+    }
+}
+
+/// An immutable catalog entry behind one reference.
+final class EntryBox: Sendable {
+    let entry: CatalogEntry
+    /// The entry's template when it is a plain `.format` (the common case), reached
+    /// without copying the entry; otherwise an unused empty template.
+    let template: FormatTemplate
+    let isFormat: Bool
+
+    init(_ entry: CatalogEntry) {
+        self.entry = entry
+        if case .format(let t) = entry.value {
+            template = t
+            isFormat = true
+        } else {
+            template = FormatTemplate.empty
+            isFormat = false
+        }
     }
 }
