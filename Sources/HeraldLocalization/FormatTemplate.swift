@@ -72,27 +72,60 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The template as written.
-    public let source: String
-    public let segments: [Segment]
+    public var source: String { storage.source }
+    public var segments: [Segment] { storage.segments }
     /// How many arguments the template takes: the highest position it refers to.
-    public let argumentCount: Int
+    public var argumentCount: Int { storage.argumentCount }
     /// The rendered text when the template has no specifiers (`%%` already unescaped).
-    let constant: String?
-    /// Every argument segment is a plain `%@`/`%s`: rendering is concatenation.
-    let onlyPlainStrings: Bool
+    var constant: String? { storage.constant }
+    /// Every argument segment is a plain `%@`/`%s` or a plain `%d`/`%i`: rendering
+    /// is concatenation of bytes (``pieces``).
+    var onlyPlainStrings: Bool { storage.onlyPlainStrings }
     /// UTF-8 bytes of all literal segments.
-    let literalUTF8Count: Int
+    var literalUTF8Count: Int { storage.literalUTF8Count }
     /// For plain templates, the render program: every literal's bytes in one
     /// buffer, and pieces "literal, then argument" of plain integers, so a
     /// render copies bytes without touching any reference-counted part.
-    let literalBytes: [UInt8]
-    let pieces: [Piece]
+    var literalBytes: [UInt8] { storage.literalBytes }
+    var pieces: [Piece] { storage.pieces }
+
+    /// The compiled form behind one reference: copying a template retains once.
+    let storage: Storage
+
+    final class Storage: Sendable {
+        let source: String
+        let segments: [Segment]
+        let argumentCount: Int
+        let constant: String?
+        let onlyPlainStrings: Bool
+        let literalUTF8Count: Int
+        let literalBytes: [UInt8]
+        let pieces: [Piece]
+        init(
+            source: String, segments: [Segment], argumentCount: Int, constant: String?, onlyPlainStrings: Bool,
+            literalUTF8Count: Int, literalBytes: [UInt8], pieces: [Piece]
+        ) {
+            self.source = source
+            self.segments = segments
+            self.argumentCount = argumentCount
+            self.constant = constant
+            self.onlyPlainStrings = onlyPlainStrings
+            self.literalUTF8Count = literalUTF8Count
+            self.literalBytes = literalBytes
+            self.pieces = pieces
+        }
+    }
+
+    public static func == (a: FormatTemplate, b: FormatTemplate) -> Bool { a.storage === b.storage || a.source == b.source }
+    public func hash(into hasher: inout Hasher) { hasher.combine(source) }
 
     struct Piece: Sendable, Hashable {
         var start: Int32
         var count: Int32
         /// The argument after the literal, or -1.
         var argument: Int32
+        /// For a plain integer argument, its range; `nil` for a string argument.
+        var integerRange: ClosedRange<Int64>? = nil
     }
 
     public var description: String { source }
@@ -101,7 +134,6 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
 
     /// Compiles a template.
     public init(compiling source: String) throws(FormatError) {
-        self.source = source
         let bytes = Array(source.utf8)
         var segments: [Segment] = []
         var literal: [UInt8] = []
@@ -149,18 +181,16 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
             segments.append(.argument(spec.make()))
         }
         flushLiteral()
-        self.segments = segments
-        self.argumentCount = maxIndex + 1
+        let argumentCount = maxIndex + 1
         var literalCount = 0
         var onlyPlain = true
         for s in segments {
             switch s {
             case .literal(let l): literalCount += l.utf8.count
-            case .argument(let a): if !(a.conversion == .string && a.width == nil && a.precision == nil) { onlyPlain = false }
+            case .argument(let a):
+                if !((a.conversion == .string && a.width == nil && a.precision == nil) || a.plain) { onlyPlain = false }
             }
         }
-        self.literalUTF8Count = literalCount
-        self.onlyPlainStrings = onlyPlain
         var bytesOut: [UInt8] = []
         var piecesOut: [Piece] = []
         if onlyPlain {
@@ -173,19 +203,20 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
                     pending.count = Int32(l.utf8.count)
                 case .argument(let a):
                     pending.argument = Int32(a.index)
+                    if a.conversion == .signed { pending.integerRange = a.integerRange }
                     piecesOut.append(pending)
                     pending = Piece(start: Int32(bytesOut.count), count: 0, argument: -1)
                 }
             }
             if pending.count > 0 { piecesOut.append(pending) }
         }
-        self.literalBytes = bytesOut
-        self.pieces = piecesOut
+        var constant: String? = nil
         if argumentCount == 0 {
             if case .literal(let l)? = segments.first { constant = l } else { constant = "" }
-        } else {
-            constant = nil
         }
+        storage = Storage(
+            source: source, segments: segments, argumentCount: argumentCount, constant: constant, onlyPlainStrings: onlyPlain,
+            literalUTF8Count: literalCount, literalBytes: bytesOut, pieces: piecesOut)
     }
 
     /// A specifier as parsed, before its index is assigned.
@@ -322,37 +353,65 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
         return try renderUnchecked(arguments)
     }
 
+    /// The byte program: `nil` when an integer argument is not valid (the
+    /// general path then reports why). A canonical integer is never longer than
+    /// the argument it was read from, so the arguments' lengths bound the size.
+    func renderPieces(_ arguments: [String], capacity literalCapacity: Int) -> String? {
+        var capacity = literalCapacity
+        for p in pieces where p.argument >= 0 {
+            let a = arguments[Int(p.argument)]
+            capacity += a.utf8.count
+            if let range = p.integerRange {
+                guard let v = FormatSpecifier.parseInteger(a), range.contains(v) else { return nil }
+            }
+        }
+        return String(unsafeUninitializedCapacity: capacity) { out in
+            var o = 0
+            literalBytes.withUnsafeBufferPointer { lit in
+                for p in pieces {
+                    if p.count > 0 {
+                        (out.baseAddress! + o).initialize(from: lit.baseAddress! + Int(p.start), count: Int(p.count))
+                        o += Int(p.count)
+                    }
+                    guard p.argument >= 0 else { continue }
+                    let a = arguments[Int(p.argument)]
+                    if p.integerRange != nil {
+                        let v = FormatSpecifier.parseInteger(a)!
+                        if v < 0 { out[o] = UInt8(ascii: "-"); o += 1 }
+                        var m = v.magnitude
+                        var digits = 1
+                        var t = m
+                        while t >= 10 { t /= 10; digits += 1 }
+                        var k = o + digits - 1
+                        repeat {
+                            out[k] = UInt8(truncatingIfNeeded: m % 10) + 0x30
+                            m /= 10
+                            k -= 1
+                        } while m > 0
+                        o += digits
+                        continue
+                    }
+                    let utf8 = a.utf8
+                    let copied: Int? = utf8.withContiguousStorageIfAvailable { src in
+                        if let base = src.baseAddress { (out.baseAddress! + o).initialize(from: base, count: src.count) }
+                        return src.count
+                    }
+                    if let copied {
+                        o += copied
+                    } else {
+                        for b in utf8 { out[o] = b; o += 1 }
+                    }
+                }
+            }
+            return o
+        }
+    }
+
     @usableFromInline
     func renderUnchecked(_ arguments: [String]) throws(FormatError) -> String {
         if let constant { return constant }
         var capacity = literalUTF8Count
-        if onlyPlainStrings {
-            for p in pieces where p.argument >= 0 { capacity += arguments[Int(p.argument)].utf8.count }
-            return String(unsafeUninitializedCapacity: capacity) { out in
-                var o = 0
-                literalBytes.withUnsafeBufferPointer { lit in
-                    for p in pieces {
-                        if p.count > 0 {
-                            (out.baseAddress! + o).initialize(from: lit.baseAddress! + Int(p.start), count: Int(p.count))
-                            o += Int(p.count)
-                        }
-                        if p.argument >= 0 {
-                            let a = arguments[Int(p.argument)].utf8
-                            let copied: Int? = a.withContiguousStorageIfAvailable { src in
-                                if let base = src.baseAddress { (out.baseAddress! + o).initialize(from: base, count: src.count) }
-                                return src.count
-                            }
-                            if let copied {
-                                o += copied
-                            } else {
-                                for b in a { out[o] = b; o += 1 }
-                            }
-                        }
-                    }
-                }
-                return o
-            }
-        }
+        if onlyPlainStrings, let text = renderPieces(arguments, capacity: capacity) { return text }
         var out = ""
         out.reserveCapacity(capacity + 16 * argumentCount)
         for segment in segments {
