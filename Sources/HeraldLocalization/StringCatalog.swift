@@ -25,6 +25,7 @@ public struct StringCatalog: Sendable {
     public private(set) var tables: [String: StringTable] = [:]
     /// Notes about the load that are not errors: ignored files, overridden keys, invalid templates.
     public private(set) var diagnostics: [String] = []
+    var languageIDs: [LanguageTag: Int] = [:]
 
     /// The table the device reads `loc-key`s from.
     public static let defaultTable = "Localizable"
@@ -33,15 +34,16 @@ public struct StringCatalog: Sendable {
 
     /// The id of a language, by canonical tag.
     public func languageIndex(_ tag: LanguageTag) -> Int? {
-        languages.firstIndex(of: tag)
+        languageIDs[tag]
     }
 
     public func table(_ name: String = StringCatalog.defaultTable) -> StringTable? { tables[name] }
 
     @discardableResult
     mutating func languageID(_ tag: LanguageTag) -> Int {
-        if let i = languageIndex(tag) { return i }
+        if let i = languageIDs[tag] { return i }
         languages.append(tag)
+        languageIDs[tag] = languages.count - 1
         return languages.count - 1
     }
 

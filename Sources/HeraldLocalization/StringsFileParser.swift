@@ -102,6 +102,9 @@ public struct StringsFileParser {
     let s: [Unicode.Scalar]
     let file: String
     var i = 0
+    /// A position whose line is known, moved forward as entries are read,
+    /// so numbering entries costs one pass over the file in all.
+    var lineMark = (index: 0, line: 1)
 
     init(scalars: [Unicode.Scalar], file: String) {
         self.s = scalars
@@ -149,9 +152,20 @@ public struct StringsFileParser {
                 throw error(atEnd ? "missing \";\" at the end of the file" : "expected \";\" after the entry, found \(describe(s[i]))")
             }
             i += 1
-            entries.append(StringsEntry(key: key, value: value, line: Self.position(in: s, at: keyStart).line))
+            entries.append(StringsEntry(key: key, value: value, line: line(at: keyStart)))
         }
         return entries
+    }
+
+    /// The line of `index`, for indices that only increase from call to call.
+    mutating func line(at index: Int) -> Int {
+        var (j, line) = lineMark
+        while j < index {
+            if s[j] == "\n" || (s[j] == "\r" && !(j + 1 < s.count && s[j + 1] == "\n")) { line += 1 }
+            j += 1
+        }
+        lineMark = (j, line)
+        return line
     }
 
     func describe(_ c: Unicode.Scalar) -> String {
