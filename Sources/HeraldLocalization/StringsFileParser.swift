@@ -16,7 +16,9 @@ public struct StringsEntry: Sendable, Hashable {
 ///
 /// Accepted:
 /// - encodings: UTF-16 with a byte-order mark, little- or big-endian (what
-///   `genstrings` writes), and UTF-8 with or without a byte-order mark;
+///   `genstrings` writes), and UTF-8 with or without a byte-order mark; a file
+///   without a mark whose first two bytes are one zero and one non-zero is
+///   read as UTF-16 of that byte order;
 /// - `/* block */` and `// line` comments anywhere between tokens;
 /// - `"key" = "value";`, keys and values quoted or not (unquoted: letters,
 ///   digits and `_ $ + / : . -`), and `"key";` (the value is the key);
@@ -45,12 +47,15 @@ public struct StringsFileParser {
             let (line, column) = position(in: out, at: out.count)
             return CatalogError(file: file, line: line, column: column, message: what)
         }
-        if bytes.count >= 2 && ((bytes[0] == 0xFF && bytes[1] == 0xFE) || (bytes[0] == 0xFE && bytes[1] == 0xFF)) {
-            let littleEndian = bytes[0] == 0xFF
+        let bom = bytes.count >= 2 && ((bytes[0] == 0xFF && bytes[1] == 0xFE) || (bytes[0] == 0xFE && bytes[1] == 0xFF))
+        // Without a mark, text starting with an ASCII character and a zero byte (or the reverse) is UTF-16.
+        let unmarked = !bom && bytes.count >= 2 && ((bytes[0] != 0) != (bytes[1] != 0))
+        if bom || unmarked {
+            let littleEndian = bom ? bytes[0] == 0xFF : bytes[1] == 0
             if bytes.count % 2 != 0 { throw CatalogError(file: file, message: "UTF-16 file has an odd number of bytes") }
             var units: [UInt16] = []
-            units.reserveCapacity(bytes.count / 2 - 1)
-            var i = 2
+            units.reserveCapacity(bytes.count / 2)
+            var i = bom ? 2 : 0
             while i < bytes.count {
                 let a = UInt16(bytes[i]), b = UInt16(bytes[i + 1])
                 units.append(littleEndian ? a | b << 8 : a << 8 | b)

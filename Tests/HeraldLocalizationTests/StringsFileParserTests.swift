@@ -124,6 +124,14 @@ import Testing
         }
     }
 
+    @Test func utf16WithoutAMark() throws {
+        let text = "\"K\" = \"Grüße 😀\";"
+        for encoding in [TextEncoding.utf16LE, .utf16BE] {
+            let unmarked = Array(encoding.encode(text).dropFirst(2))
+            #expect(try StringsFileParser.parse(unmarked, file: "x").first?.value == "Grüße 😀", "\(encoding)")
+        }
+    }
+
     @Test func invalidEncodings() {
         #expect(throws: CatalogError.self) { try StringsFileParser.parse([0x22, 0xFF, 0x22], file: "x") }  // bad UTF-8
         #expect(throws: CatalogError.self) { try StringsFileParser.parse([0xFF, 0xFE, 0x22], file: "x") }  // odd UTF-16
