@@ -167,3 +167,36 @@ struct FeedbackLoopTests {
         #expect(store.isSuppressed(try DeviceToken(hex: bad)))
     }
 }
+
+@Suite("File token store")
+struct FileTokenStoreTests {
+    @Test("dead tokens persist across runs; a later registration revives a token")
+    func persists() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tokens-\(UUID().uuidString).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let a = try DeviceToken(hex: String(repeating: "0a", count: 32)), b = try DeviceToken(hex: String(repeating: "0b", count: 32))
+        do {
+            let store = try FileTokenStore(path: path)
+            store.unregistered(a, at: 100)
+            store.unregistered(b, at: 100)
+            store.registered(b, at: 150)
+        }
+        let reopened = try FileTokenStore(path: path)
+        #expect(reopened.isSuppressed(a))
+        #expect(!reopened.isSuppressed(b))
+        #expect(reopened.suppressedCount == 1)
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.hasPrefix(#"{"token":"0a0a"#))
+    }
+
+    @Test("a corrupt journal is an error naming the file and line")
+    func corrupt() throws {
+        let path = try temporaryFile(#"{"token":"\#(goodToken)","dead":5}"# + "\n{\"token\":\"zz\",\"dead\":1}\n")
+        do {
+            _ = try FileTokenStore(path: path)
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.description.hasPrefix("\(path): line 2: "))
+        }
+    }
+}
