@@ -37,16 +37,17 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
     @usableFromInline var base = 0
     @usableFromInline var failure: BinaryDecodingError?
 
-    public init() {}
+    @inlinable public init() {}
 
     /// Bytes received and not yet decoded.
-    public var bufferedByteCount: Int { pending.count - readerIndex }
+    @inlinable public var bufferedByteCount: Int { pending.count - readerIndex }
     /// Bytes of the stream consumed by complete messages so far.
-    public var consumedByteCount: Int { base + readerIndex }
+    @inlinable public var consumedByteCount: Int { base + readerIndex }
     /// The error the decoder failed with, if it did.
     public var error: BinaryDecodingError? { failure }
 
     /// Adds bytes read from the stream.
+    @inlinable
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         compact()
         pending.append(contentsOf: bytes)
@@ -81,6 +82,7 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
     ///
     /// With a view parser the message points into the decoder's buffer and is
     /// valid only until the next mutating call; prefer ``read(_:_:)`` there.
+    @inlinable
     public mutating func next() throws(BinaryDecodingError) -> DecodingStep<Parser.Message> {
         if let failure { throw failure }
         guard readerIndex < pending.count else { return .needMoreData }
@@ -102,7 +104,7 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
     /// (only an incomplete tail is kept for the next call). `body` returns
     /// `false` to stop; `read` then returns `false` and the rest of `input` is
     /// not looked at (the caller is closing the stream).
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func read(_ input: UnsafeRawBufferPointer, _ body: (Parser.Message) -> Bool) throws(BinaryDecodingError) -> Bool {
         if let failure { throw failure }
         var i = 0
@@ -133,13 +135,17 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
             compact()
         }
         while i < input.count {
-            let result = Result { () throws(BinaryDecodingError) in try Parser.parse(UnsafeRawBufferPointer(rebasing: input[i...])) }
-            switch result {
-            case .failure(let e): throw fail(e, at: base)
-            case .success(.needMoreData):
+            let step: ParseResult<Parser.Message>
+            do {
+                step = try Parser.parse(UnsafeRawBufferPointer(rebasing: input[i...]))
+            } catch {
+                throw fail(error, at: base)
+            }
+            switch step {
+            case .needMoreData:
                 pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i...]))
                 return true
-            case .success(.message(let m, let length)):
+            case .message(let m, let length):
                 i += length
                 base += length
                 if !body(m) { return false }
