@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "HeraldLocalization", targets: ["HeraldLocalization"]),
         .library(name: "HeraldBinary", targets: ["HeraldBinary"]),
         .library(name: "HeraldSimulator", targets: ["HeraldSimulator"]),
+        .library(name: "HeraldRecorder", targets: ["HeraldRecorder"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .executable(name: "herald", targets: ["herald"]),
     ],
@@ -28,25 +29,41 @@ let package = Package(
         .target(name: "HeraldBinary", dependencies: ["HeraldCore"]),
         // The in-memory APNs simulator and its transport (issue 5).
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldBinary"]),
+        // zlib, used only by the recorder.
+        .systemLibrary(
+            name: "CZlib", pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+        ),
+        .target(name: "CHeraldZlib", dependencies: ["CZlib"]),
+        // The file recorder transport: gzip-compressed JSON Lines logs of what would be sent.
+        .target(name: "HeraldRecorder", dependencies: ["HeraldCore", "CZlib", "CHeraldZlib"]),
         // Assembles pipelines from configuration: the registry of built-in stages and transports.
         .target(
             name: "HeraldKit",
-            dependencies: ["HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator"]
+            dependencies: [
+                "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
+            ]
         ),
         .executableTarget(
             name: "herald",
             dependencies: ["HeraldKit", "HeraldBinary", "HeraldSimulator", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // `swift package herald-bench`: every benchmark, built in release mode.
+        .plugin(
+            name: "HeraldBenchPlugin",
+            capability: .command(intent: .custom(verb: "herald-bench", description: "Run Herald's benchmarks in release mode"))
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization"]),
         .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator"]),
         .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit"]),
+        .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
     ]
 )
 
 // Strict settings for every target, in one place.
-for target in package.targets where target.type != .system && target.type != .plugin {
+for target in package.targets where target.type != .system && target.type != .plugin && !target.name.hasPrefix("C") {
     var settings = target.swiftSettings ?? []
     settings.append(.swiftLanguageMode(.v6))
     settings.append(.enableUpcomingFeature("ExistentialAny"))

@@ -1,3 +1,4 @@
+import Foundation
 import HeraldBinary
 import HeraldCore
 import HeraldLocalization
@@ -18,6 +19,12 @@ public struct HeraldAssembly: Sendable {
         self.configuration = configuration
         self.registry = registry
         self.tokenStore = tokenStore
+    }
+
+    /// An assembly whose token store is the one the configuration names (`tokens.path`), or in memory.
+    public static func configured(_ configuration: HeraldConfiguration, registry: HeraldRegistry = .standard()) throws(ConfigError) -> HeraldAssembly {
+        let store: any TokenStore = try configuration.tokenStorePath.map { path throws(ConfigError) in try FileTokenStore(path: path) } ?? InMemoryTokenStore()
+        return HeraldAssembly(configuration: configuration, registry: registry, tokenStore: store)
     }
 
     /// Inserts a stage of the embedder's own after a built-in position.
@@ -68,6 +75,8 @@ public struct HeraldAssembly: Sendable {
         let stages = try stages()
         let t = try transport ?? self.transport()
         try configuration.root.finish()
+        // The feedback loop: a token APNs calls invalid is suppressed from then on.
+        ledger.addObserver(TokenStoreFeedbackObserver(store: tokenStore, clock: { UInt32(clamping: Int(Date().timeIntervalSince1970)) }))
         return Pipeline(source: source, stages: stages, transport: t, ledger: ledger, options: configuration.pipeline)
     }
 }

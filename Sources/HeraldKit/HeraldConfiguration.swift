@@ -24,6 +24,8 @@ public struct HeraldConfiguration: Sendable {
     public var customStages: [CustomStageSpec] = []
     /// Where outcomes go (`-` for standard output).
     public var outcomes = "-"
+    /// The token store journal (`tokens.path`); `nil` keeps dead tokens in memory for the run only.
+    public var tokenStorePath: String?
     /// The parsed file, kept to report keys nothing read (checked when the pipeline is made).
     public var root: ConfigNode = .empty()
 
@@ -77,6 +79,7 @@ public struct HeraldConfiguration: Sendable {
             c.customStages.append(CustomStageSpec(type: type, after: after, options: node))
         }
         c.outcomes = try root.string("outcomes") ?? c.outcomes
+        c.tokenStorePath = try root.child("tokens").string("path")
         return c
     }
 }

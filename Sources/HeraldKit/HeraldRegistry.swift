@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldRecorder
 import HeraldSimulator
 import Synchronization
 
@@ -41,6 +42,14 @@ public final class HeraldRegistry: Sendable {
         BuiltinStages.register(in: r)
         r.registerTransport("simulator") { node, context in
             try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit)
+        }
+        r.registerTransport("recorder") { node, _ in
+            guard let path = try node.string("path") else { throw node.error("path", "required: the .gz log to write") }
+            do {
+                return try RecorderTransport(path: path, includeFrames: try node.bool("frames") ?? true)
+            } catch {
+                throw node.error("path", "\(error)")
+            }
         }
         return r
     }

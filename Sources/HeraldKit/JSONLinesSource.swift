@@ -15,9 +15,19 @@ public struct JSONLinesSource: NotificationSource {
 
     public func produce(into sink: SourceSink) async throws {
         var reader = try LineReader(path: path)
-        while let line = try reader.next() {
+        var idle = 0
+        while let line = try reader.nextIfReady() {
             if sink.isStopping { return }
+            if case .notReady = line {
+                // A pipe with nothing waiting: send what we have so it is not held back, then wait without blocking a thread.
+                await sink.flush()
+                idle = min(idle + 1, 6)
+                try? await Task.sleep(for: .milliseconds(1 << idle))
+                continue
+            }
+            idle = 0
             switch line {
+            case .notReady: break
             case .tooLong(let n):
                 await sink.emitInvalid(line: n, reason: "line longer than \(reader.maximumLineLength) bytes")
             case .line(let n, let bytes):

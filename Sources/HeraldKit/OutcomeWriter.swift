@@ -68,7 +68,8 @@ public final class OutcomeWriter: OutcomeObserver {
                 w.byte(0x0A)
             }
             swap(&w.bytes, &buf)
-            if buf.count >= 1 << 16 { Self.write(fd, &buf) }
+            // One write per recorded batch: outcomes of a streaming run appear as they are decided.
+            Self.write(fd, &buf)
         }
     }
 

@@ -36,9 +36,9 @@ struct Send: AsyncParsableCommand {
         let writer: OutcomeWriter
         do { writer = try OutcomeWriter(path: configuration.outcomes) } catch { throw SetupError("cannot write outcomes: \(error)") }
         let ledger = OutcomeLedger(observers: [writer])
-        let assembly = HeraldAssembly(configuration: configuration)
         let pipeline: Pipeline
         do {
+            let assembly = try HeraldAssembly.configured(configuration)
             pipeline = try assembly.makePipeline(source: JSONLinesSource(path: input), ledger: ledger)
         } catch {
             throw SetupError("\(error)")

@@ -57,10 +57,17 @@ struct PipelineTests {
             source: source, stages: (0..<stages).map { NamedStage("s\($0)", Touch()) }, transport: transport,
             options: PipelineOptions(batchSize: batchSize, bufferedBatches: buffered))
         let run = Task { try await pipeline.run() }
-        // Let the pipeline fill up, then check it stopped growing.
-        try await Task.sleep(for: .milliseconds(300))
+        // Wait until the source stops making progress (it is blocked by backpressure), however loaded the machine.
+        var last = -1
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            let now = source.emitted.count
+            if now == last && now > 0 { break }
+            last = now
+        }
         let first = source.emitted.count
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .milliseconds(200))
         let second = source.emitted.count
         // Channels: stages+1 of `buffered` batches, plus one batch held by each stage and the transport, plus the sink's partial batch.
         let bound = ((stages + 1) * buffered + stages + 1 + 1 + 1) * batchSize

@@ -24,22 +24,8 @@ public final class ConfigNode: @unchecked Sendable {
 
     /// Reads and parses a JSON configuration file.
     public static func load(path: String) throws(ConfigError) -> ConfigNode {
-        var bytes: [UInt8] = []
-        do {
-            var reader = try LineReader(path: path)
-            while let line = try reader.next() {
-                switch line {
-                case .line(_, let b): bytes.append(contentsOf: b); bytes.append(0x0A)
-                case .tooLong(let n): throw ConfigError(file: path, key: "", message: "line \(n) is too long")
-                }
-            }
-        } catch let e as IOError {
-            throw ConfigError(file: path, key: "", message: "cannot read: \(e)")
-        } catch let e as ConfigError {
-            throw e
-        } catch {
-            throw ConfigError(file: path, key: "", message: "\(error)")
-        }
+        let bytes: [UInt8]
+        do { bytes = try readSmallFile(path) } catch { throw ConfigError(file: path, key: "", message: "cannot read: \(error)") }
         let value: JSONValue
         do { value = try JSONParser.parse(bytes) } catch { throw ConfigError(file: path, key: "", message: error.description) }
         guard case .object(let o) = value else { throw ConfigError(file: path, key: "", message: "the top level must be an object") }

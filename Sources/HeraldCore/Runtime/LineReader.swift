@@ -13,6 +13,8 @@ public struct LineReader: ~Copyable {
         case line(number: Int, bytes: UnsafeRawBufferPointer)
         /// A line over the maximum length, skipped.
         case tooLong(number: Int)
+        /// No complete line yet and no data waiting on the pipe (only from ``nextIfReady()``).
+        case notReady
     }
 
     let fd: Int32
@@ -24,6 +26,8 @@ public struct LineReader: ~Copyable {
     var eof = false
     var lineNumber = 0
     var skipping = false
+    /// Whether the descriptor is a pipe, socket or terminal (reads may wait for data).
+    public let mayBlock: Bool
 
     /// Opens `path`, or standard input for `-`.
     public init(path: String, maximumLineLength: Int = 1 << 20) throws(IOError) {
@@ -41,6 +45,8 @@ public struct LineReader: ~Copyable {
         self.ownsDescriptor = ownsDescriptor
         self.maximumLineLength = maximumLineLength
         buffer = .allocate(byteCount: max(65536, maximumLineLength + 1), alignment: 1)
+        var st = stat()
+        mayBlock = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG
     }
 
     deinit {
@@ -48,8 +54,19 @@ public struct LineReader: ~Copyable {
         if ownsDescriptor { close(fd) }
     }
 
-    /// The next line, or `nil` at the end of the input.
+    /// The next line, or `nil` at the end of the input. May block on a pipe.
     public mutating func next() throws(IOError) -> Line? {
+        try next(blocking: true)
+    }
+
+    /// Like ``next()``, but returns `.notReady` instead of blocking when the
+    /// input is a pipe with no data waiting: the caller can flush, check for
+    /// shutdown and wait without holding a thread.
+    public mutating func nextIfReady() throws(IOError) -> Line? {
+        try next(blocking: false)
+    }
+
+    mutating func next(blocking: Bool) throws(IOError) -> Line? {
         while true {
             if let nl = findNewline() {
                 lineNumber += 1
@@ -73,8 +90,15 @@ public struct LineReader: ~Copyable {
                 }
                 return nil
             }
+            if !blocking && mayBlock && !readable() { return .notReady }
             try fill()
         }
+    }
+
+    /// Whether a read would return at once.
+    func readable() -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) != 0
     }
 
     func findNewline() -> Int? {
@@ -114,4 +138,23 @@ public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
         self.code = errno
     }
     public var description: String { "\(path): \(String(cString: strerror(code)))" }
+}
+
+/// Reads a whole (small) file, refusing files over `limit` bytes.
+public func readSmallFile(_ path: String, limit: Int = 16 << 20) throws(IOError) -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    if fd < 0 { throw IOError(path: path, errno: errno) }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw IOError(path: path, errno: errno)
+        }
+        if n == 0 { return out }
+        out.append(contentsOf: chunk[0..<n])
+        if out.count > limit { throw IOError(path: path, errno: EFBIG) }
+    }
 }

@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+
+/// The `herald` executable built next to the tests.
+func heraldExecutable() throws -> URL {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    for candidate in [".build/debug/herald", ".build/release/herald"] {
+        let url = root.appendingPathComponent(candidate)
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+    }
+    struct Missing: Error {}
+    throw Missing()
+}
+
+@Suite("herald executable", .serialized)
+struct CLITests {
+    @Test("send: one outcome line per request, a balanced summary, exit 0")
+    func send() throws {
+        let lines = (0..<50).map { #"{"id":\#($0),"token":"\#(goodToken)","alert":"n\#($0)"}"# } + ["not json"]
+        let input = try temporaryFile(lines.joined(separator: "\n") + "\n")
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = ["send", input]
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        let outcomes = String(decoding: stdout, as: UTF8.self).split(separator: "\n")
+        #expect(outcomes.count == 51)
+        #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) }.count == 50)
+        #expect(outcomes.contains { $0.contains(#""line":51,"outcome":"dropped""#) })
+        let summary = String(decoding: stderr, as: UTF8.self)
+        #expect(summary.contains(#""entered":51,"accepted":50,"rejected":0,"dropped":1"#))
+        #expect(summary.contains(#""balanced":true"#))
+    }
+
+    @Test("send: a setup error (bad configuration) exits non-zero naming the file and key")
+    func setupError() throws {
+        let config = try temporaryFile(#"{"payload":{"policy":"sometimes"}}"#, suffix: ".json")
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = ["send", "--config", config, "/dev/null"]
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus != 0)
+        #expect(stderr.contains("\(config): payload.policy: must be one of"))
+    }
+
+    @Test("SIGINT while streaming from a pipe: the run drains and every request that entered has exactly one outcome")
+    func interruptDrains() async throws {
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = ["send", "-"]
+        let input = Pipe(), out = Pipe(), err = Pipe()
+        p.standardInput = input
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        // Collect output on threads of their own, so the child never blocks on a full pipe
+        // and no thread of the concurrency pool blocks on a read.
+        let stdoutTask = readAllOnThread(out.fileHandleForReading)
+        let stderrTask = readAllOnThread(err.fileHandleForReading)
+        let writer = input.fileHandleForWriting
+        let chunk = Data((0..<1000).map { #"{"id":\#($0),"token":"\#(goodToken)","alert":"x"}"# + "\n" }.joined().utf8)
+        for _ in 0..<20 { try writer.write(contentsOf: chunk) }
+        // Wait until outcomes flow, then interrupt while the pipe is still open:
+        // the source must stop on the signal, not on end of input.
+        try await Task.sleep(for: .milliseconds(500))
+        p.interrupt()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while p.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!p.isRunning, "herald did not stop on SIGINT while its input pipe was open")
+        try? writer.close()
+        let stdout = await stdoutTask.value
+        let stderr = String(decoding: await stderrTask.value, as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "\(stderr)")
+        #expect(stderr.contains("shutting down"))
+        let outcomeCount = String(decoding: stdout, as: UTF8.self).split(separator: "\n").count
+        #expect(stderr.contains(#""entered":\#(outcomeCount),"#), "\(outcomeCount) outcome lines; \(stderr)")
+        #expect(stderr.contains(#""balanced":true"#))
+        #expect(outcomeCount > 0)
+    }
+}
+
+/// Reads a handle to its end on a dedicated thread.
+func readAllOnThread(_ handle: FileHandle) -> Task<Data, Never> {
+    let box = ResultBox()
+    let thread = Thread {
+        box.set(handle.readDataToEndOfFile())
+    }
+    thread.start()
+    return Task { await box.value() }
+}
+
+final class ResultBox: @unchecked Sendable {
+    let lock = NSLock()
+    var data: Data?
+    var waiter: CheckedContinuation<Data, Never>?
+    func set(_ d: Data) {
+        lock.lock()
+        if let w = waiter { waiter = nil; lock.unlock(); w.resume(returning: d); return }
+        data = d
+        lock.unlock()
+    }
+    func value() async -> Data {
+        await withCheckedContinuation { c in
+            lock.lock()
+            if let d = data { lock.unlock(); c.resume(returning: d); return }
+            waiter = c
+            lock.unlock()
+        }
+    }
+}
