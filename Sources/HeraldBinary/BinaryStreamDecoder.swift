@@ -110,8 +110,10 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
         var i = 0
         if readerIndex < pending.count {
             compact()
-            // Complete the message begun in an earlier read, taking from `input` only what it needs.
-            while true {
+            // Messages begun (or fed) earlier: finish them, taking from `input` only what they need.
+            // `old` counts the buffered bytes that did not come from `input`.
+            var old = pending.count
+            while !pending.isEmpty {
                 let result = pending.withUnsafeBytes { raw in
                     Result { () throws(BinaryDecodingError) in try Parser.parse(raw) }
                 }
@@ -122,14 +124,26 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
                     let take = min(max(atLeast - pending.count, 1), input.count - i)
                     pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<i + take]))
                     i += take
-                    continue
                 case .success(.message(let m, let length)):
-                    i -= pending.count - length
                     base += length
-                    pending.removeAll(keepingCapacity: true)
+                    if length <= old {
+                        // Wholly made of earlier bytes: drop them and look again.
+                        pending.removeSubrange(0..<length)
+                        old -= length
+                        if pending.isEmpty { i = 0 }
+                    } else {
+                        // Ends inside `input`: carry on straight from `input`.
+                        i = length - old
+                        old = 0
+                        pending.removeAll(keepingCapacity: true)
+                    }
                     if !body(m) { return false }
+                    if old == 0 && !pending.isEmpty {
+                        // Only bytes copied from `input` are left: parse them from `input` instead.
+                        i -= pending.count
+                        pending.removeAll(keepingCapacity: true)
+                    }
                 }
-                break
             }
         } else if !pending.isEmpty {
             compact()
