@@ -136,9 +136,12 @@ public actor SimulatorTransport: Transport {
             if single { careful -= 1 }
             for k in head..<end {
                 let p = queue[k]
-                var frame = p.envelope.frame!
-                frame.setIdentifier(window.append(p))
+                let frame = p.envelope.frame!
+                let start = buffer.count
+                let id = window.append(p)
                 buffer.append(frame.bytes)
+                // The per-connection identifier, patched in the buffer (no copy of the frame).
+                if let o = frame.identifierOffset { buffer.setUInt32(id, at: start + o) }
             }
             head = end
             if head == queue.count {
