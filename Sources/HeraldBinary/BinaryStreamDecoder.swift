@@ -37,16 +37,17 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
     @usableFromInline var base = 0
     @usableFromInline var failure: BinaryDecodingError?
 
-    public init() {}
+    @inlinable public init() {}
 
     /// Bytes received and not yet decoded.
-    public var bufferedByteCount: Int { pending.count - readerIndex }
+    @inlinable public var bufferedByteCount: Int { pending.count - readerIndex }
     /// Bytes of the stream consumed by complete messages so far.
-    public var consumedByteCount: Int { base + readerIndex }
+    @inlinable public var consumedByteCount: Int { base + readerIndex }
     /// The error the decoder failed with, if it did.
     public var error: BinaryDecodingError? { failure }
 
     /// Adds bytes read from the stream.
+    @inlinable
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         compact()
         pending.append(contentsOf: bytes)
@@ -81,6 +82,7 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
     ///
     /// With a view parser the message points into the decoder's buffer and is
     /// valid only until the next mutating call; prefer ``read(_:_:)`` there.
+    @inlinable
     public mutating func next() throws(BinaryDecodingError) -> DecodingStep<Parser.Message> {
         if let failure { throw failure }
         guard readerIndex < pending.count else { return .needMoreData }
@@ -102,14 +104,16 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
     /// (only an incomplete tail is kept for the next call). `body` returns
     /// `false` to stop; `read` then returns `false` and the rest of `input` is
     /// not looked at (the caller is closing the stream).
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func read(_ input: UnsafeRawBufferPointer, _ body: (Parser.Message) -> Bool) throws(BinaryDecodingError) -> Bool {
         if let failure { throw failure }
         var i = 0
         if readerIndex < pending.count {
             compact()
-            // Complete the message begun in an earlier read, taking from `input` only what it needs.
-            while true {
+            // Messages begun (or fed) earlier: finish them, taking from `input` only what they need.
+            // `old` counts the buffered bytes that did not come from `input`.
+            var old = pending.count
+            while !pending.isEmpty {
                 let result = pending.withUnsafeBytes { raw in
                     Result { () throws(BinaryDecodingError) in try Parser.parse(raw) }
                 }
@@ -120,26 +124,42 @@ public struct BinaryStreamDecoder<Parser: BinaryMessageParser> {
                     let take = min(max(atLeast - pending.count, 1), input.count - i)
                     pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<i + take]))
                     i += take
-                    continue
                 case .success(.message(let m, let length)):
-                    i -= pending.count - length
                     base += length
-                    pending.removeAll(keepingCapacity: true)
+                    if length <= old {
+                        // Wholly made of earlier bytes: drop them and look again.
+                        pending.removeSubrange(0..<length)
+                        old -= length
+                        if pending.isEmpty { i = 0 }
+                    } else {
+                        // Ends inside `input`: carry on straight from `input`.
+                        i = length - old
+                        old = 0
+                        pending.removeAll(keepingCapacity: true)
+                    }
                     if !body(m) { return false }
+                    if old == 0 && !pending.isEmpty {
+                        // Only bytes copied from `input` are left: parse them from `input` instead.
+                        i -= pending.count
+                        pending.removeAll(keepingCapacity: true)
+                    }
                 }
-                break
             }
         } else if !pending.isEmpty {
             compact()
         }
         while i < input.count {
-            let result = Result { () throws(BinaryDecodingError) in try Parser.parse(UnsafeRawBufferPointer(rebasing: input[i...])) }
-            switch result {
-            case .failure(let e): throw fail(e, at: base)
-            case .success(.needMoreData):
+            let step: ParseResult<Parser.Message>
+            do {
+                step = try Parser.parse(UnsafeRawBufferPointer(rebasing: input[i...]))
+            } catch {
+                throw fail(error, at: base)
+            }
+            switch step {
+            case .needMoreData:
                 pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i...]))
                 return true
-            case .success(.message(let m, let length)):
+            case .message(let m, let length):
                 i += length
                 base += length
                 if !body(m) { return false }

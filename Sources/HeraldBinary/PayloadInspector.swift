@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Looks into a payload already known to be valid JSON, without allocating.
 ///
 /// The gateway's priority rule needs one fact the validator does not report:
@@ -53,20 +59,23 @@ public enum PayloadInspector {
         return contentAvailable && !visible
     }
 
+    /// Whether `hay` contains `content-available`: memchr for its rare `-`, then a compare.
     static func contains(_ hay: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
         let n = needle.count
+        let dash = 7  // needle[7] == "-"
         guard hay.count >= n else { return false }
-        let first = needle[0]
-        var i = 0
-        while i <= hay.count - n {
-            if hay[i] == first {
-                var k = 1
-                while k < n && hay[i + k] == needle[k] { k += 1 }
-                if k == n { return true }
+        return needle.withUnsafeBytes { nb in
+            let base = hay.baseAddress!
+            var i = dash
+            let last = hay.count - n + dash
+            while i <= last {
+                guard let hit = memchr(base + i, Int32(UInt8(ascii: "-")), last - i + 1) else { return false }
+                let k = base.distance(to: UnsafeRawPointer(hit))
+                if memcmp(base + k - dash, nb.baseAddress!, n) == 0 { return true }
+                i = k + 1
             }
-            i += 1
+            return false
         }
-        return false
     }
 
     static func equals(_ b: UnsafeRawBufferPointer, _ r: Range<Int>, _ s: StaticString) -> Bool {

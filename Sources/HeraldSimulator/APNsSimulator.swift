@@ -233,12 +233,14 @@ struct SimulatorState: Sendable {
     var random: SeededGenerator
     var closeAfter: Set<Int>
     var shutdownAfter: Set<Int>
+    let rejectsUnknownTokens: Bool
 
     init(configuration: SimulatorConfiguration) {
         self.configuration = configuration
         random = SeededGenerator(seed: configuration.faults.seed)
         closeAfter = Set(configuration.faults.closeAfter)
         shutdownAfter = Set(configuration.faults.shutdownAfter)
+        rejectsUnknownTokens = configuration.unknownTokens == .invalid
     }
 
     /// Adds a token to the feedback list, or moves its timestamp forward.

@@ -173,21 +173,22 @@ public final class GatewayConnection: Sendable {
         let bufferedBefore = c.decoder.bufferedByteCount
         do {
             try c.decoder.read(input) { view in
-                if let status = validate(view, limit: limit, sim: &sim) {
+                var device: DeviceState?
+                if let status = validate(view, limit: limit, sim: &sim, device: &device) {
                     sim.counters.rejected[status.rawValue, default: 0] += 1
                     stop = view.command == 0 ? .silentClose : .respond(status, view.identifier ?? 0)
                     return false
                 }
-                accept(view, now: now, topic: topic, connection: connection, sim: &sim)
+                accept(view, device: device, now: now, topic: topic, connection: connection, sim: &sim)
                 c.accepted += 1
                 c.lastGood = view.identifier
                 let n = sim.counters.accepted
-                if sim.closeAfter.remove(n) != nil || sim.random.chance(faults.closeProbability) {
+                if (!sim.closeAfter.isEmpty && sim.closeAfter.remove(n) != nil) || sim.random.chance(faults.closeProbability) {
                     sim.counters.injectedCloses += 1
                     stop = .silentClose
                     return false
                 }
-                if sim.shutdownAfter.remove(n) != nil {
+                if !sim.shutdownAfter.isEmpty && sim.shutdownAfter.remove(n) != nil {
                     sim.counters.injectedShutdowns += 1
                     stop = view.command == 0 ? .silentClose : .respond(.shutdown, view.identifier ?? 0)
                     return false
@@ -220,7 +221,8 @@ public final class GatewayConnection: Sendable {
     }
 
     /// The gateway's checks, in order; `nil` when the notification is accepted.
-    static func validate(_ v: NotificationView, limit: Int, sim: inout SimulatorState) -> Status? {
+    /// Sets `device` to the registry's entry for the token (`nil` if unknown).
+    static func validate(_ v: NotificationView, limit: Int, sim: inout SimulatorState, device: inout DeviceState?) -> Status? {
         guard let token = v.token, token.count > 0 else { return .missingDeviceToken }
         guard token.count == DeviceToken.standardLength else { return .invalidTokenSize }
         guard let payload = v.payload, payload.count > 0 else { return .missingPayload }
@@ -230,18 +232,18 @@ public final class GatewayConnection: Sendable {
             guard p == 10 || p == 5 else { return .processingError }
             if p == 10 && PayloadInspector.isContentAvailableOnly(payload) { return .processingError }
         }
-        let t = DeviceToken(copying: token)
-        switch sim.devices[t] {
+        // An empty registry (the embedded default) needs no lookup.
+        device = sim.devices.isEmpty ? nil : sim.devices[DeviceToken(copying: token)]
+        switch device {
         case .invalid?: return .invalidToken
-        case nil where sim.configuration.unknownTokens == .invalid: return .invalidToken
+        case nil where sim.rejectsUnknownTokens: return .invalidToken
         default: return nil
         }
     }
 
     /// Records an accepted notification and decides its fate.
-    static func accept(_ v: NotificationView, now: UInt32, topic: String, connection: Int, sim: inout SimulatorState) {
-        let token = DeviceToken(copying: v.token!)
-        let device = sim.devices[token] ?? .online
+    static func accept(_ v: NotificationView, device: DeviceState?, now: UInt32, topic: String, connection: Int, sim: inout SimulatorState) {
+        let device = device ?? .online
         let sequence = sim.counters.accepted
         sim.counters.accepted += 1
         let fate: Delivery.Fate
@@ -249,7 +251,7 @@ public final class GatewayConnection: Sendable {
         case .uninstalled:
             fate = .failed
             sim.counters.failedDeliveries += 1
-            sim.addFeedback(token, at: now)
+            sim.addFeedback(DeviceToken(copying: v.token!), at: now)
         case .offline:
             if let e = v.expiry, e == 0 || e < now {
                 fate = .notStored
@@ -263,6 +265,7 @@ public final class GatewayConnection: Sendable {
             sim.counters.delivered += 1
         }
         guard sim.configuration.recordsDeliveries || fate == .stored else { return }
+        let token = DeviceToken(copying: v.token!)
         let d = Delivery(
             sequence: sequence, token: token, payload: Array(v.payload!), identifier: v.identifier, expiry: v.expiry,
             priority: v.effectivePriority, format: v.format, topic: topic, connection: connection, time: now, fate: fate)

@@ -16,7 +16,11 @@ import HeraldCore
 /// - A connection that closes with no error response leaves what was in
 ///   flight unknown: it is resent (at least once; the simulator may record
 ///   a duplicate, as APNs would deliver one), at most ``Options/maxAttempts``
-///   times before it ends `failed`.
+///   times before it ends `failed`. Those notifications are resent one per
+///   write, each followed by a wait for the gateway's answer, so a
+///   notification that makes the gateway hang up (a bad one in the simple
+///   format, which gets no error response) is isolated and does not take its
+///   neighbours down with it.
 /// - A notification is `accepted` at a quiet point: after
 ///   ``Options/writesPerCheck`` writes and at the end of each batch the
 ///   transport waits for the gateway's answer (``GatewayConnection/flush()``)
@@ -72,6 +76,8 @@ public actor SimulatorTransport: Transport {
     var head = 0
     var buffer = WriteBuffer(capacity: 1 << 16)
     var records: [OutcomeRecord] = []
+    /// How many notifications at the head of the queue to write one at a time (after an ambiguous loss).
+    var careful = 0
     public private(set) var statistics = Statistics()
 
     public init(simulator: APNsSimulator, options: Options = Options()) {
@@ -125,12 +131,17 @@ public actor SimulatorTransport: Transport {
             }
             let c = openIfNeeded()
             buffer.clear()
-            let end = min(head + options.framesPerWrite, queue.count)
+            let single = careful > 0
+            let end = single ? head + 1 : min(head + options.framesPerWrite, queue.count)
+            if single { careful -= 1 }
             for k in head..<end {
                 let p = queue[k]
-                var frame = p.envelope.frame!
-                frame.setIdentifier(window.append(p))
+                let frame = p.envelope.frame!
+                let start = buffer.count
+                let id = window.append(p)
                 buffer.append(frame.bytes)
+                // The per-connection identifier, patched in the buffer (no copy of the frame).
+                if let o = frame.identifierOffset { buffer.setUInt32(id, at: start + o) }
             }
             head = end
             if head == queue.count {
@@ -139,7 +150,7 @@ public actor SimulatorTransport: Transport {
             }
             await write(to: c)
             writesSinceCheck += 1
-            if writesSinceCheck >= options.writesPerCheck || head == queue.count {
+            if single || writesSinceCheck >= options.writesPerCheck || head == queue.count {
                 check()
                 writesSinceCheck = 0
             }
@@ -229,6 +240,7 @@ public actor SimulatorTransport: Transport {
             again.append(p)
         }
         statistics.resent += again.count
+        if ambiguous { careful += again.count }
         again.append(contentsOf: queue[head...])
         queue = again
         head = 0

@@ -134,6 +134,22 @@ import Testing
         #expect(v.bufferedByteCount == 7)
     }
 
+    @Test func feedThenReadThenNextMix() throws {
+        let s = Self.stream
+        for cut in [0, 1, 40, s.count / 2, s.count - 3, s.count] {
+            var d = NotificationDecoder()
+            var out: [DecodedNotification] = []
+            // Everything up to `cut` fed and not yet decoded, then the rest read; then a second round via next.
+            d.feed(Array(s[..<cut]))
+            try d.read(Array(s[cut...])) { out.append($0); return true }
+            d.feed(s)
+            while case .message(let m) = try d.next() { out.append(m) }
+            try d.read(s) { out.append($0); return true }
+            try d.finish()
+            #expect(out == Self.notifications + Self.notifications + Self.notifications, "cut at \(cut)")
+        }
+    }
+
     @Test func readStopsWhenTheBodySaysSo() throws {
         var d = NotificationViewDecoder()
         var seen = 0

@@ -3,7 +3,7 @@ import HeraldBinary
 /// libFuzzer entry: the input is a byte stream for `FeedbackParser`. The first byte
 /// chooses where the stream is split between two reads. Invariants checked:
 /// no crash; decoding with feed/next, with the zero-copy read API, split or
-/// whole, gives the same messages and the same error; memory held is bounded.
+/// whole, or fed then read, gives the same messages and the same error; memory held is bounded.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 0 else { return 0 }
@@ -12,8 +12,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let whole = decodeNext([bytes])
     let parts = decodeNext([Array(bytes[..<split]), Array(bytes[split...])])
     let zeroCopy = decodeRead([Array(bytes[..<split]), Array(bytes[split...])])
-    precondition(whole.count == parts.count && parts.count == zeroCopy.count, "message counts differ")
-    precondition(whole.error == parts.error && parts.error == zeroCopy.error, "errors differ")
+    let mixed = decodeMixed(Array(bytes[..<split]), Array(bytes[split...]))
+    precondition(whole.count == parts.count && parts.count == zeroCopy.count && zeroCopy.count == mixed.count, "message counts differ")
+    precondition(whole.error == parts.error && parts.error == zeroCopy.error && zeroCopy.error == mixed.error, "errors differ")
     return 0
 }
 
@@ -46,6 +47,20 @@ func decodeRead(_ chunks: [[UInt8]]) -> Outcome {
             try d.read(c) { _ in o.count += 1; return true }
             precondition(d.bufferedByteCount < FeedbackParser.maximumMessageLength, "unbounded buffering")
         }
+        try d.finish()
+    } catch {
+        o.error = error
+    }
+    return o
+}
+
+/// Feeds the first part without decoding it, then reads the second zero-copy.
+func decodeMixed(_ first: [UInt8], _ second: [UInt8]) -> Outcome {
+    var d = BinaryStreamDecoder<FeedbackParser>()
+    var o = Outcome()
+    do {
+        d.feed(first)
+        try d.read(second) { _ in o.count += 1; return true }
         try d.finish()
     } catch {
         o.error = error

@@ -383,35 +383,34 @@ public struct JSONParser {
 }
 
 /// The keys seen in one object, as byte ranges of their raw (quoted) text,
-/// to catch duplicates without copying: 16 on the stack, more in an array.
+/// to catch duplicates without copying: 8 on the stack, more in an array.
 struct KeyRanges {
-    var inline: (Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int,
-                 Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var inline: (Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32) =
+        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     var count = 0
     var spill: [Range<Int>] = []
 
     /// Remembers `key`; returns true if an equal key was seen before.
     mutating func insertIsDuplicate(_ key: Range<Int>, in base: UnsafeRawBufferPointer) -> Bool {
-        let n = min(count, 16)
+        let n = min(count, 8)
         let duplicate = withUnsafeBytes(of: &inline) { raw -> Bool in
-            let p = raw.bindMemory(to: Int.self)
-            for k in 0..<n where Self.equal(p[2 * k]..<p[2 * k + 1], key, base) { return true }
+            let p = raw.bindMemory(to: Int32.self)
+            for k in 0..<n where Self.equal(Int(p[2 * k])..<Int(p[2 * k + 1]), key, base) { return true }
             return false
         }
         if duplicate { return true }
         for r in spill where Self.equal(r, key, base) { return true }
-        if count < 16 {
+        if count < 8 && key.upperBound <= Int(Int32.max) {
             let c = count
             withUnsafeMutableBytes(of: &inline) { raw in
-                let p = raw.bindMemory(to: Int.self)
-                p[2 * c] = key.lowerBound
-                p[2 * c + 1] = key.upperBound
+                let p = raw.bindMemory(to: Int32.self)
+                p[2 * c] = Int32(key.lowerBound)
+                p[2 * c + 1] = Int32(key.upperBound)
             }
+            count += 1
         } else {
             spill.append(key)
         }
-        count += 1
         return false
     }
 
