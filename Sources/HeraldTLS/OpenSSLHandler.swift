@@ -162,6 +162,8 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
                 if out.writableBytes < chunk && out.readableBytes >= 3 * chunk {
                     context.fireChannelRead(wrapInboundOut(out))
                     out = context.channel.allocator.buffer(capacity: 4 * chunk)
+                    // The handlers above may have closed the channel in reaction.
+                    if state == .closed { return }
                 }
                 continue
             }

@@ -1,0 +1,97 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// The `herald` executable built next to the tests.
+func heraldBinary() throws -> URL {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    for candidate in [".build/debug/herald", ".build/release/herald"] {
+        let url = root.appendingPathComponent(candidate)
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+    }
+    struct Missing: Error {}
+    throw Missing()
+}
+
+/// Collects a process's output as it comes.
+final class OutputCollector: Sendable {
+    let data = Mutex<Data>(Data())
+    init(_ pipe: Pipe) {
+        pipe.fileHandleForReading.readabilityHandler = { [self] h in
+            let chunk = h.availableData
+            data.withLock { $0.append(chunk) }
+        }
+    }
+    var text: String { data.withLock { String(decoding: $0, as: UTF8.self) } }
+    var lines: [String] { text.split(separator: "\n").map(String.init) }
+}
+
+@Suite("herald certs, herald simulate, herald send over TLS", .serialized)
+struct SimulateCLITests {
+    func run(_ arguments: [String]) throws -> (Int32, String, String) {
+        let p = Process()
+        p.executableURL = try heraldBinary()
+        p.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    }
+
+    @Test("certs makes a set; simulate prints its ports, serves TLS to herald send, and stops on SIGINT with its counters")
+    func endToEnd() async throws {
+        let dir = temporaryDirectory() + "/certs"
+        let (status, out, _) = try run(["certs", dir])
+        #expect(status == 0 && out.contains(#""client_p12":"\#(dir)/client.p12""#))
+
+        let bad = String(repeating: "ee", count: 32)
+        let sim = Process()
+        sim.executableURL = try heraldBinary()
+        sim.arguments = ["simulate", "--certs", dir, "--invalid-token", bad]
+        let simOut = Pipe()
+        sim.standardOutput = simOut
+        sim.standardError = FileHandle.nullDevice
+        let collected = OutputCollector(simOut)
+        try sim.run()
+        defer { if sim.isRunning { sim.terminate() } }
+        try await waitUntil(seconds: 20) { !collected.lines.isEmpty }
+        let ready = try JSONSerialization.jsonObject(with: Data(collected.lines[0].utf8)) as! [String: Any]
+        let port = ready["gateway_port"] as! Int
+        #expect(port > 0 && (ready["feedback_port"] as! Int) > 0 && ready["host"] as? String == "127.0.0.1")
+
+        let config = dir + "/gateway.json"
+        try """
+        {"transport": {"type": "gateway", "host": "127.0.0.1", "port": \(port), "serverName": "localhost",
+          "p12": "\(dir)/client.p12", "passphraseFile": "\(dir)/passphrase.txt", "caFile": "\(dir)/ca.pem"}}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let requests = dir + "/requests.jsonl"
+        let lines = (0..<30).map { i -> String in
+            let token = i == 12 ? bad : String(repeating: "0\(i % 10)", count: 32)
+            return #"{"id":\#(i),"token":"\#(token)","alert":"n\#(i)"}"#
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: requests, atomically: true, encoding: .utf8)
+        let (sendStatus, outcomes, summary) = try run(["send", "--config", config, requests])
+        #expect(sendStatus == 0, "\(summary)")
+        let outcomeLines = outcomes.split(separator: "\n")
+        #expect(outcomeLines.count == 30)
+        #expect(outcomeLines.filter { $0.contains(#""outcome":"accepted""#) }.count == 29)
+        #expect(outcomeLines.contains { $0.contains(#""id":12"#) && $0.contains(#""outcome":"rejected","status":8"#) })
+        #expect(summary.contains(#""balanced":true"#))
+
+        sim.interrupt()
+        try await waitUntil(seconds: 10) { !sim.isRunning }
+        #expect(sim.terminationStatus == 0)
+        try await waitUntil(seconds: 5) { collected.lines.count >= 2 }
+        #expect(collected.lines.last?.contains(#""accepted":29"#) == true, "\(collected.lines)")
+    }
+
+    @Test("simulate refuses to listen beyond loopback")
+    func loopbackOnly() throws {
+        let (status, _, err) = try run(["simulate", "--certs", temporaryDirectory(), "--host", "0.0.0.0"])
+        #expect(status != 0 && err.contains("loopback only"))
+    }
+}
