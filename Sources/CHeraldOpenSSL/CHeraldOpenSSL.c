@@ -85,3 +85,7 @@ void cherald_ctx_disable_session_cache(SSL_CTX *ctx) {
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_num_tickets(ctx, 0);
 }
+
+const char *cherald_get_servername(const SSL *ssl) {
+    return SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+}

@@ -38,6 +38,11 @@ struct TLSHandshakeTests {
             let got = try await echo(message, port: server.port, context: client, serverName: name)
             #expect(got == message)
         }
+        // The server saw SNI for the host name (not for the IP address, as RFC 6066 says), over TLS 1.3.
+        let events = server.events.completed.withLock { $0 }
+        #expect(events.count == 2)
+        #expect(events.contains(.handshakeCompleted(protocolVersion: "TLSv1.3", cipher: "TLS_AES_256_GCM_SHA384", serverName: "localhost")))
+        #expect(events.contains { if case .handshakeCompleted("TLSv1.3", _, nil) = $0 { true } else { false } })
     }
 
     @Test("encrypted PEM key with the passphrase from a file or the environment")

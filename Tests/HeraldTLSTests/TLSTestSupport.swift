@@ -28,6 +28,7 @@ final class EchoHandler: ChannelInboundHandler {
 /// Records what the server side saw: handshakes and errors.
 final class ServerEvents: Sendable {
     let errors = Mutex<[TLSError]>([])
+    let completed = Mutex<[TLSEvent]>([])
     let handshakes = Atomic<Int>(0)
 }
 
@@ -37,7 +38,10 @@ final class ServerObserver: ChannelInboundHandler {
     let events: ServerEvents
     init(_ events: ServerEvents) { self.events = events }
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is TLSEvent { events.handshakes.add(1, ordering: .relaxed) }
+        if let e = event as? TLSEvent {
+            events.handshakes.add(1, ordering: .relaxed)
+            events.completed.withLock { $0.append(e) }
+        }
         context.fireUserInboundEventTriggered(event)
     }
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -59,4 +59,6 @@ int cherald_write_certificate_pem(BIO *bio, X509 *cert);
 int cherald_write_private_key_pem(BIO *bio, EVP_PKEY *key, const char *passphrase);
 /// A PKCS#12 bundle (key, certificate, optional CA) with `password`, DER, into `bio`.
 int cherald_write_pkcs12(BIO *bio, const char *password, const char *friendly_name, EVP_PKEY *key, X509 *cert, X509 *ca);
+/// SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name): the SNI host name, or NULL.
+const char *cherald_get_servername(const SSL *ssl);
 #endif
