@@ -3,6 +3,8 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/provider.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cherald_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
@@ -88,4 +90,67 @@ void cherald_ctx_disable_session_cache(SSL_CTX *ctx) {
 
 const char *cherald_get_servername(const SSL *ssl) {
     return SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+}
+
+struct cherald_session_slot {
+    CRYPTO_RWLOCK *lock;
+    SSL_SESSION *session;
+};
+
+static int cherald_slot_index = -1;
+static pthread_once_t cherald_slot_once = PTHREAD_ONCE_INIT;
+
+static void cherald_slot_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
+    (void)parent; (void)ad; (void)idx; (void)argl; (void)argp;
+    struct cherald_session_slot *slot = ptr;
+    if (slot == NULL) return;
+    if (slot->session) SSL_SESSION_free(slot->session);
+    CRYPTO_THREAD_lock_free(slot->lock);
+    free(slot);
+}
+
+static void cherald_slot_init(void) {
+    cherald_slot_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, cherald_slot_free);
+}
+
+static int cherald_new_session(SSL *ssl, SSL_SESSION *session) {
+    struct cherald_session_slot *slot = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), cherald_slot_index);
+    if (slot == NULL) return 0;
+    CRYPTO_THREAD_write_lock(slot->lock);
+    SSL_SESSION *old = slot->session;
+    slot->session = session; /* returning 1 hands us the reference */
+    CRYPTO_THREAD_unlock(slot->lock);
+    if (old) SSL_SESSION_free(old);
+    return 1;
+}
+
+int cherald_ctx_enable_client_resumption(SSL_CTX *ctx) {
+    pthread_once(&cherald_slot_once, cherald_slot_init);
+    if (cherald_slot_index < 0) return 0;
+    struct cherald_session_slot *slot = calloc(1, sizeof *slot);
+    if (slot == NULL) return 0;
+    slot->lock = CRYPTO_THREAD_lock_new();
+    if (slot->lock == NULL || !SSL_CTX_set_ex_data(ctx, cherald_slot_index, slot)) {
+        if (slot->lock) CRYPTO_THREAD_lock_free(slot->lock);
+        free(slot);
+        return 0;
+    }
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, cherald_new_session);
+    return 1;
+}
+
+void cherald_ssl_offer_session(SSL *ssl) {
+    if (cherald_slot_index < 0) return;
+    struct cherald_session_slot *slot = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), cherald_slot_index);
+    if (slot == NULL) return;
+    CRYPTO_THREAD_read_lock(slot->lock);
+    if (slot->session && SSL_SESSION_is_resumable(slot->session)) SSL_set_session(ssl, slot->session);
+    CRYPTO_THREAD_unlock(slot->lock);
+}
+
+void cherald_ctx_enable_server_resumption(SSL_CTX *ctx, const char *id_context) {
+    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)id_context, (unsigned int)strlen(id_context));
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    SSL_CTX_set_num_tickets(ctx, 1);
 }

@@ -86,6 +86,7 @@ final class FlowGate: Sendable {
 public final class GatewayStatistics: Sendable {
     let _connections = Atomic<Int>(0)
     let _handshakes = Atomic<Int>(0)
+    let _resumed = Atomic<Int>(0)
     let _errorResponses = Atomic<Int>(0)
     let _shutdowns = Atomic<Int>(0)
     let _silentCloses = Atomic<Int>(0)
@@ -101,6 +102,8 @@ public final class GatewayStatistics: Sendable {
     public var connections: Int { _connections.load(ordering: .relaxed) }
     /// TLS handshakes completed.
     public var handshakes: Int { _handshakes.load(ordering: .relaxed) }
+    /// Handshakes that resumed an earlier TLS session.
+    public var resumedHandshakes: Int { _resumed.load(ordering: .relaxed) }
     /// Error responses received (including status 10 and the drain probes' answers).
     public var errorResponses: Int { _errorResponses.load(ordering: .relaxed) }
     /// Status 10 (shutdown) responses.
@@ -291,9 +294,10 @@ final class GatewayLink: @unchecked Sendable {
     }
 
     /// The TLS handshake finished on connection `gen`.
-    func handshakeCompleted(generation gen: Int, channel: any Channel) {
+    func handshakeCompleted(generation gen: Int, channel: any Channel, resumed: Bool) {
         guard gen == generation else { return }
         statistics._handshakes.add(1, ordering: .relaxed)
+        if resumed { statistics._resumed.add(1, ordering: .relaxed) }
         trace("handshake")
         self.channel = channel
         phase = .ready
@@ -659,8 +663,8 @@ final class GatewayChannelHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is TLSEvent {
-            link.handshakeCompleted(generation: generation, channel: context.channel)
+        if case .handshakeCompleted(_, _, _, let resumed) = event as? TLSEvent {
+            link.handshakeCompleted(generation: generation, channel: context.channel, resumed: resumed)
         }
         context.fireUserInboundEventTriggered(event)
     }

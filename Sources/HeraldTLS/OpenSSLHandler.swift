@@ -7,7 +7,8 @@ public enum TLSEvent: Sendable, Hashable {
     /// The handshake finished: application data may flow. `serverName` is the
     /// name the client asked for (SNI): on the server side, what the client
     /// sent; on the client side, what we sent.
-    case handshakeCompleted(protocolVersion: String, cipher: String, serverName: String?)
+    /// `resumed`: an earlier session was resumed (no certificates exchanged).
+    case handshakeCompleted(protocolVersion: String, cipher: String, serverName: String?, resumed: Bool)
 }
 
 /// TLS on OpenSSL for a SwiftNIO channel: ciphertext goes between the socket
@@ -17,7 +18,7 @@ public enum TLSEvent: Sendable, Hashable {
 /// Put it first in the pipeline. Inbound it turns ciphertext into plaintext
 /// `ByteBuffer`s; outbound it encrypts what is written (writes made before the
 /// handshake completes are held, then sent). When the handshake completes it
-/// fires ``TLSEvent/handshakeCompleted(protocolVersion:cipher:serverName:)``; when it
+/// fires ``TLSEvent/handshakeCompleted(protocolVersion:cipher:serverName:resumed:)``; when it
 /// fails, or the peer breaks the protocol, it fires a ``TLSError`` through
 /// `errorCaught` and closes the channel.
 public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -113,7 +114,9 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
             let version = String(cString: SSL_get_version(ssl))
             let cipher = SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) } ?? "?"
             let sni = cherald_get_servername(ssl).map { String(cString: $0) }
-            context.fireUserInboundEventTriggered(TLSEvent.handshakeCompleted(protocolVersion: version, cipher: cipher, serverName: sni))
+            let resumed = SSL_session_reused(ssl) == 1
+            context.fireUserInboundEventTriggered(
+                TLSEvent.handshakeCompleted(protocolVersion: version, cipher: cipher, serverName: sni, resumed: resumed))
             if state == .active && !pendingWrites.isEmpty && flushPending { encryptPending(context: context) }
             if state == .active { readApplicationData(context: context) }
             return

@@ -141,6 +141,11 @@ public struct TLSConfiguration: Sendable, Hashable {
     /// valid yet (the peer would refuse it anyway; this says so up front).
     /// Off only to simulate a misconfigured server in tests.
     public var checkIdentityDates = true
+    /// Resume TLS sessions (TLS 1.3 tickets) on reconnection: the gateway
+    /// closes the connection after every error response, and a resumed
+    /// handshake skips the certificates. Client: offer the last session;
+    /// server: issue tickets.
+    public var sessionResumption = true
 
     public init(
         role: Role, identity: TLSIdentity? = nil, trust: TLSTrust = .system, verifyPeer: Bool = true,

@@ -48,6 +48,7 @@ public final class TLSContext: @unchecked Sendable {
         }
         switch configuration.role {
         case .client:
+            if configuration.sessionResumption { _ = cherald_ctx_enable_client_resumption(ctx) }
             if configuration.verifyPeer {
                 SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
             } else {
@@ -62,8 +63,11 @@ public final class TLSContext: @unchecked Sendable {
             } else {
                 SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
             }
-            // No session tickets to manage: full handshakes only, stateless.
-            cherald_ctx_disable_session_cache(ctx)
+            if configuration.sessionResumption {
+                cherald_ctx_enable_server_resumption(ctx, "herald")
+            } else {
+                cherald_ctx_disable_session_cache(ctx)
+            }
         }
     }
 
@@ -85,6 +89,7 @@ public final class TLSContext: @unchecked Sendable {
         switch configuration.role {
         case .client:
             SSL_set_connect_state(ssl)
+            if configuration.sessionResumption { cherald_ssl_offer_session(ssl) }
             if let name = serverName, !name.isEmpty {
                 let isIP = Self.isIPAddress(name)
                 if !isIP { _ = cherald_set_tlsext_host_name(ssl, name) }

@@ -128,6 +128,7 @@ struct BenchTLS: AsyncParsableCommand {
         report.add("baseline_in_memory_simulator_notifications_per_second", Double(count) / memorySeconds, places: 0)
         let runs = connections == 1 ? [one] : [one, many]
         report.add("handshakes", runs.reduce(0) { $0 + ($1.statistics?.handshakes ?? 0) })
+        report.add("resumed_handshakes", runs.reduce(0) { $0 + ($1.statistics?.resumedHandshakes ?? 0) })
         report.add("resent", runs.reduce(0) { $0 + ($1.statistics?.resent ?? 0) })
         report.add("simulator_accepted", runs.reduce(0) { $0 + $1.simulatorAccepted })
         report.add("all_outcomes_correct", ok(one) && ok(many) && memorySnapshot.isBalanced)

@@ -145,6 +145,8 @@ struct GatewayTransportTests {
         #expect(r.statistics.errorResponses >= r.invalid.count)
         #expect(r.statistics.probes >= 1)
         #expect(r.simulatorCounters.rejected[8] == r.invalid.count)
+        // Reconnections after error responses resume the TLS session.
+        #expect(r.statistics.resumedHandshakes * 10 >= r.statistics.handshakes * 9, "\(r.statistics.resumedHandshakes) of \(r.statistics.handshakes)")
     }
 
     @Test("the same with status 10 (shutdown) at random points: everything after the named identifier is resent, exactly once")

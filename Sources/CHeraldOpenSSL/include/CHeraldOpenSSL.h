@@ -61,4 +61,13 @@ int cherald_write_private_key_pem(BIO *bio, EVP_PKEY *key, const char *passphras
 int cherald_write_pkcs12(BIO *bio, const char *password, const char *friendly_name, EVP_PKEY *key, X509 *cert, X509 *ca);
 /// SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name): the SNI host name, or NULL.
 const char *cherald_get_servername(const SSL *ssl);
+/// Client side: keep the latest session the server hands out (TLS 1.3 tickets) in a
+/// slot of the context, so later connections resume instead of a full handshake.
+/// Thread-safe. Returns 1 on success.
+int cherald_ctx_enable_client_resumption(SSL_CTX *ctx);
+/// Client side: offer the context's latest session, if any and still resumable.
+void cherald_ssl_offer_session(SSL *ssl);
+/// Server side: issue one stateless session ticket per handshake so clients can
+/// resume; `id_context` names the service (required with client certificates).
+void cherald_ctx_enable_server_resumption(SSL_CTX *ctx, const char *id_context);
 #endif
