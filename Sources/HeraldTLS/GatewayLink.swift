@@ -87,6 +87,7 @@ public final class GatewayStatistics: Sendable {
     let _connections = Atomic<Int>(0)
     let _handshakes = Atomic<Int>(0)
     let _resumed = Atomic<Int>(0)
+    let _protocol = Mutex<String?>(nil)
     let _errorResponses = Atomic<Int>(0)
     let _shutdowns = Atomic<Int>(0)
     let _silentCloses = Atomic<Int>(0)
@@ -102,6 +103,8 @@ public final class GatewayStatistics: Sendable {
     public var connections: Int { _connections.load(ordering: .relaxed) }
     /// TLS handshakes completed.
     public var handshakes: Int { _handshakes.load(ordering: .relaxed) }
+    /// The TLS version of the latest handshake (e.g. "TLSv1.3").
+    public var protocolVersion: String? { _protocol.withLock { $0 } }
     /// Handshakes that resumed an earlier TLS session.
     public var resumedHandshakes: Int { _resumed.load(ordering: .relaxed) }
     /// Error responses received (including status 10 and the drain probes' answers).
@@ -294,8 +297,9 @@ final class GatewayLink: @unchecked Sendable {
     }
 
     /// The TLS handshake finished on connection `gen`.
-    func handshakeCompleted(generation gen: Int, channel: any Channel, resumed: Bool) {
+    func handshakeCompleted(generation gen: Int, channel: any Channel, protocolVersion: String, resumed: Bool) {
         guard gen == generation else { return }
+        statistics._protocol.withLock { $0 = protocolVersion }
         statistics._handshakes.add(1, ordering: .relaxed)
         if resumed { statistics._resumed.add(1, ordering: .relaxed) }
         trace("handshake")
@@ -663,8 +667,8 @@ final class GatewayChannelHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted(_, _, _, let resumed) = event as? TLSEvent {
-            link.handshakeCompleted(generation: generation, channel: context.channel, resumed: resumed)
+        if case .handshakeCompleted(let version, _, _, let resumed) = event as? TLSEvent {
+            link.handshakeCompleted(generation: generation, channel: context.channel, protocolVersion: version, resumed: resumed)
         }
         context.fireUserInboundEventTriggered(event)
     }

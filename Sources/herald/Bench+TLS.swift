@@ -118,7 +118,7 @@ struct BenchTLS: AsyncParsableCommand {
         report.add("invalid_fraction", invalidFraction, places: 4)
         report.add("batch_size", batchSize)
         report.add("max_unconfirmed", maxUnconfirmed)
-        report.add("tls_protocol", "TLSv1.3")
+        report.add("tls_protocol", one.statistics?.protocolVersion ?? "none")
         report.add("connections_1_seconds", one.seconds, places: 3)
         report.add("connections_1_notifications_per_second", Double(count) / one.seconds, places: 0)
         if connections != 1 {
