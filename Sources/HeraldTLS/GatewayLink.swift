@@ -92,6 +92,7 @@ public final class GatewayStatistics: Sendable {
     let _shutdowns = Atomic<Int>(0)
     let _silentCloses = Atomic<Int>(0)
     let _resent = Atomic<Int>(0)
+    let _resentAfterClose = Atomic<Int>(0)
     let _unmatched = Atomic<Int>(0)
     let _probes = Atomic<Int>(0)
     let _acceptedByTime = Atomic<Int>(0)
@@ -115,6 +116,9 @@ public final class GatewayStatistics: Sendable {
     public var silentCloses: Int { _silentCloses.load(ordering: .relaxed) }
     /// Notifications written again on a fresh connection.
     public var resent: Int { _resent.load(ordering: .relaxed) }
+    /// Of those, written again because a connection closed with no error
+    /// response: the only ones that may reach a device twice.
+    public var resentAfterSilentClose: Int { _resentAfterClose.load(ordering: .relaxed) }
     /// Error responses naming an identifier no longer in flight.
     public var unmatchedResponses: Int { _unmatched.load(ordering: .relaxed) }
     /// Drain probes written.
@@ -588,6 +592,7 @@ final class GatewayLink: @unchecked Sendable {
             back += 1
         }
         statistics._resent.add(back, ordering: .relaxed)
+        if countingResend { statistics._resentAfterClose.add(back, ordering: .relaxed) }
         queuedCount.add(back, ordering: .relaxed)
         gate.add(back)
         record(failed.reversed())
