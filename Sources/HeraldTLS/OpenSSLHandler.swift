@@ -158,6 +158,8 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
         out.clear()
         var closeNotify = false
         var failure: TLSError?
+        // The error queue is per thread and an event loop serves many connections: start clean.
+        OpenSSLErrors.clear()
         while true {
             var rc: Int32 = 0
             out.writeWithUnsafeMutableBytes(minimumWritableBytes: chunk) { ptr in
