@@ -41,11 +41,35 @@ public struct HeraldAssembly: Sendable {
         }
         return [
             (.ingest, NamedStage("ingest", SuppressionStage(store: tokenStore))),
-            (.localize, NamedStage("localize", LocalizeStage(KeyCheckingLocalizer()))),
+            (.localize, NamedStage("localize", try localizeStage())),
             (.payload, NamedStage("payload", BuildPayloadStage(APSPayloadBuilder()))),
             (.sizeGuard, NamedStage("size", sizeGuard)),
             (.frame, NamedStage("frame", FrameStage(BinaryFramer(format: c.frameFormat)))),
         ]
+    }
+
+    /// The localize stage: a ``CatalogLocalizer`` over the configured catalogs,
+    /// loaded and compiled here, once; without catalogs, the ``KeyCheckingLocalizer``
+    /// (client-side only).
+    public func localizeStage() throws -> any PipelineStage {
+        let c = configuration
+        guard let path = c.catalogs else {
+            if c.localization == .server {
+                throw ConfigError(
+                    file: c.root.file, key: "localize.mode",
+                    message: "server-side localization needs catalogs (localize.catalogs or --catalogs)")
+            }
+            return LocalizeStage(KeyCheckingLocalizer())
+        }
+        let catalog = try StringCatalog.load(path: path)
+        do {
+            return LocalizeStage(
+                try CatalogLocalizer(
+                    catalog: catalog, table: c.localizationTable, defaultLanguage: c.defaultLanguage,
+                    fallback: c.localizationFallback, mode: c.localization))
+        } catch {
+            throw ConfigError(file: c.root.file, key: "localize", message: "\(path): \(error.message)")
+        }
     }
 
     /// All stages in order: built-ins with custom stages (configured, then inserted by code) after their positions.

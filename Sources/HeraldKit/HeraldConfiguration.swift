@@ -1,5 +1,6 @@
 import HeraldBinary
 import HeraldCore
+import HeraldLocalization
 import HeraldPayload
 
 /// Herald's configuration: which source, stages, policies and transport a
@@ -13,8 +14,17 @@ public struct HeraldConfiguration: Sendable {
     public var sizeLimit: SizeLimit = .binary
     /// `reject` or `truncate`.
     public var sizePolicy = "reject"
-    /// `client` or `server`.
+    /// `client` or `server` (`localize.mode`): the mode for requests that don't choose one.
     public var localization: LocalizationMode = .client
+    /// The catalog directory, or one `.xcstrings` file (`localize.catalogs`; relative to the
+    /// configuration file's folder). `nil`: no catalogs, client-side keys are only checked for form.
+    public var catalogs: String?
+    /// Languages tried, in order, after the request's own (`localize.fallback`).
+    public var localizationFallback: [String] = []
+    /// The last language tried, and the one client-side checks use (`localize.defaultLanguage`).
+    public var defaultLanguage = "en"
+    /// The table `loc-key`s are looked up in (`localize.table`).
+    public var localizationTable = "Localizable"
     /// The binary format the frame stage writes.
     public var frameFormat: NotificationFormat = .frame
     /// The transport's registry name and its options.
@@ -62,6 +72,24 @@ public struct HeraldConfiguration: Sendable {
 
         let localize = try root.child("localize")
         if let mode = try localize.string("mode", oneOf: ["client", "server"]) { c.localization = LocalizationMode(rawValue: mode) }
+        if let dir = try localize.string("catalogs") {
+            guard !dir.isEmpty else { throw localize.error("catalogs", "must not be empty") }
+            c.catalogs = relativeToFile(dir, root.file)
+        }
+        if let fallback = try localize.strings("fallback") {
+            for tag in fallback where LanguageTag(parsing: tag) == nil {
+                throw localize.error("fallback", "\"\(tag)\" is not a language tag")
+            }
+            c.localizationFallback = fallback
+        }
+        if let language = try localize.string("defaultLanguage") {
+            guard LanguageTag(parsing: language) != nil else { throw localize.error("defaultLanguage", "\"\(language)\" is not a language tag") }
+            c.defaultLanguage = language
+        }
+        if let table = try localize.string("table") {
+            guard !table.isEmpty else { throw localize.error("table", "must not be empty") }
+            c.localizationTable = table
+        }
 
         let frame = try root.child("frame")
         if let f = try frame.string("format", oneOf: NotificationFormat.all.map(\.name)) { c.frameFormat = NotificationFormat.named(f)! }
@@ -82,4 +110,10 @@ public struct HeraldConfiguration: Sendable {
         c.tokenStorePath = try root.child("tokens").string("path")
         return c
     }
+}
+
+/// `path` as given when absolute, else relative to the folder of `file` (a configuration file).
+func relativeToFile(_ path: String, _ file: String) -> String {
+    guard !path.hasPrefix("/"), let slash = file.lastIndex(of: "/") else { return path }
+    return String(file[...slash]) + path
 }

@@ -2,7 +2,8 @@ import HeraldCore
 
 /// Client-side localization without catalogs: the keys go to the device as
 /// they are, after the checks that need no catalog (arguments only with a key,
-/// no empty keys).
+/// no empty keys). A request that asks for server-side localization is
+/// dropped, since there is nothing to render it from.
 public struct KeyCheckingLocalizer: Localizer {
     public init() {}
     public func localize(_ request: inout NotificationRequest) throws(StageFailure) {
@@ -10,6 +11,9 @@ public struct KeyCheckingLocalizer: Localizer {
         try Self.check(key: alert.locKey, args: alert.locArgs, name: "loc")
         try Self.check(key: alert.titleLocKey, args: alert.titleLocArgs, name: "title-loc")
         try Self.check(key: alert.subtitleLocKey, args: alert.subtitleLocArgs, name: "subtitle-loc")
+        if request.localization == .server && alert.hasLocalizationKeys {
+            throw StageFailure("server-side localization was requested but no catalogs are configured (--catalogs or localize.catalogs)")
+        }
     }
 
     static func check(key: String?, args: [String]?, name: String) throws(StageFailure) {

@@ -183,14 +183,8 @@ struct BenchFrame: AsyncParsableCommand {
     }
 }
 
-/// CPU time of the calling thread, in seconds: rates per CPU-second are what
-/// "on one core" means when other processes share the machine. The measured
-/// loops have no suspension point, so they stay on one thread.
-func threadCPUSeconds() -> Double {
-    var t = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
-    return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
-}
+// `threadCPUSeconds()` (Bench+Localize.swift): CPU time of the calling thread. The measured
+// loops have no suspension point, so they stay on one thread.
 
 /// The baseline encoder: a fresh array per frame, appended a byte at a time.
 enum NaiveEncoder {

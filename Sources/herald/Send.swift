@@ -24,6 +24,9 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Where to write outcomes (JSON Lines); - for standard output.")
     var outcomes: String?
 
+    @OptionGroup(title: "Localization")
+    var localization: LocalizationOptions
+
     func run() async throws {
         var configuration: HeraldConfiguration
         do {
@@ -32,6 +35,7 @@ struct Send: AsyncParsableCommand {
             throw SetupError("\(error)")
         }
         if let outcomes { configuration.outcomes = outcomes }
+        localization.apply(to: &configuration)
 
         let writer: OutcomeWriter
         do { writer = try OutcomeWriter(path: configuration.outcomes) } catch { throw SetupError("cannot write outcomes: \(error)") }

@@ -1,0 +1,153 @@
+/// A compiled catalog value: what a key renders to in one language.
+public struct CatalogEntry: Sendable, Hashable {
+    public enum Value: Sendable, Hashable {
+        /// One template.
+        case format(FormatTemplate)
+        /// Plural forms (from a string catalog's `variations.plural`).
+        case plural(PluralTemplate)
+        /// The value could not be compiled; using it is an error with this message.
+        case invalid(String)
+    }
+
+    public let value: Value
+    /// Where the value comes from, `file:line` (or `file` and the key path), for messages.
+    public let origin: String
+
+    public init(value: Value, origin: String) {
+        self.value = value
+        self.origin = origin
+    }
+
+    /// Compiles `text`, keeping a compile error as an ``Value/invalid(_:)`` value.
+    public init(compiling text: String, origin: String) {
+        do {
+            self.value = .format(try FormatTemplate(compiling: text))
+        } catch {
+            self.value = .invalid(error.message)
+        }
+        self.origin = origin
+    }
+
+    /// The number of arguments the value takes (the most any of its forms takes).
+    public var argumentCount: Int? {
+        switch value {
+        case .format(let t): return t.argumentCount
+        case .plural(let p): return p.argumentCount
+        case .invalid: return nil
+        }
+    }
+
+    /// Checks that `count` arguments fit.
+    public func checkArgumentCount(_ count: Int) throws(FormatError) {
+        switch value {
+        case .format(let t): try t.checkArgumentCount(count)
+        case .plural(let p): try p.checkArgumentCount(count)
+        case .invalid(let message): throw FormatError("invalid template (\(message))")
+        }
+    }
+
+    /// Renders the value with `arguments` in `language` (which picks plural forms).
+    @inlinable
+    public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {
+        switch value {
+        case .format(let t): return try t.render(arguments)
+        case .plural(let p): return try p.render(arguments, language: language)
+        case .invalid(let message): throw FormatError("invalid template (\(message))")
+        }
+    }
+}
+
+/// CLDR plural categories.
+public enum PluralCategory: String, Sendable, Hashable, CaseIterable {
+    case zero, one, two, few, many, other
+
+    /// The category of the integer `n` in `language`, by the CLDR cardinal
+    /// rules for integers of the languages most apps ship (others: `one` for 1,
+    /// `other` otherwise).
+    public static func of(_ n: Int64, language: String) -> PluralCategory {
+        let a = n.magnitude
+        let m10 = a % 10, m100 = a % 100
+        switch language {
+        case "ja", "zh", "ko", "vi", "th", "id", "ms", "my", "lo", "km", "yue":
+            return .other
+        case "fr", "pt", "hi", "bn", "fa", "am", "zu", "gu", "kn":
+            return a <= 1 ? .one : .other
+        case "ru", "uk", "be":
+            if m10 == 1 && m100 != 11 { return .one }
+            if (2...4).contains(m10) && !(12...14).contains(m100) { return .few }
+            return .many
+        case "pl":
+            if a == 1 { return .one }
+            if (2...4).contains(m10) && !(12...14).contains(m100) { return .few }
+            return .many
+        case "cs", "sk":
+            if a == 1 { return .one }
+            return (2...4).contains(a) ? .few : .other
+        case "ar":
+            if a == 0 { return .zero }
+            if a == 1 { return .one }
+            if a == 2 { return .two }
+            if (3...10).contains(m100) { return .few }
+            if (11...99).contains(m100) { return .many }
+            return .other
+        case "he":
+            if a == 1 { return .one }
+            if a == 2 { return .two }
+            return .other
+        default:
+            return a == 1 ? .one : .other
+        }
+    }
+}
+
+/// Plural forms of one value. The form is chosen by the selecting argument
+/// (the first numeric specifier of the `other` form, else its first argument)
+/// read as an integer: an explicit `zero` form wins for 0, then the language's
+/// CLDR category, then `other`. A selecting argument that is not an integer
+/// uses `other`.
+public struct PluralTemplate: Sendable, Hashable {
+    public let forms: [PluralCategory: FormatTemplate]
+    public let selectorIndex: Int
+    public let argumentCount: Int
+
+    public init(forms: [PluralCategory: FormatTemplate]) throws(FormatError) {
+        guard let other = forms[.other] else { throw FormatError("plural variations need an \"other\" form") }
+        var selector: Int?
+        for case .argument(let a) in other.segments where a.conversion != .string {
+            selector = a.index
+            break
+        }
+        if selector == nil {
+            for case .argument(let a) in other.segments {
+                selector = a.index
+                break
+            }
+        }
+        guard let selector else { throw FormatError("plural variations but the \"other\" form takes no argument") }
+        self.forms = forms
+        self.selectorIndex = selector
+        self.argumentCount = forms.values.map(\.argumentCount).max() ?? 0
+    }
+
+    public func checkArgumentCount(_ count: Int) throws(FormatError) {
+        guard count == argumentCount else {
+            throw FormatError("the plural template takes \(argumentCount) argument\(argumentCount == 1 ? "" : "s"), got \(count)")
+        }
+    }
+
+    /// The form for `arguments` in `language`.
+    public func form(for arguments: [String], language: LanguageTag) -> FormatTemplate {
+        guard selectorIndex < arguments.count, let n = FormatSpecifier.parseInteger(arguments[selectorIndex]) else {
+            return forms[.other]!
+        }
+        if n == 0, let zero = forms[.zero] { return zero }
+        return forms[PluralCategory.of(n, language: language.language)] ?? forms[.other]!
+    }
+
+    public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {
+        try checkArgumentCount(arguments.count)
+        // A form may use fewer arguments than the others ("one" often writes the number out).
+        let form = form(for: arguments, language: language)
+        return try form.renderUnchecked(arguments)
+    }
+}

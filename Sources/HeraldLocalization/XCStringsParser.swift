@@ -1,0 +1,106 @@
+import HeraldCore
+
+/// Reads an Xcode string catalog (`.xcstrings`, JSON, format version 1.0).
+///
+/// ```json
+/// { "sourceLanguage": "en", "version": "1.0",
+///   "strings": {
+///     "GAME_PLAY_REQUEST_FORMAT": { "localizations": {
+///       "en": { "stringUnit": { "state": "translated", "value": "%@ and %@ have invited you to play Monopoly" } },
+///       "fr": { "stringUnit": { "state": "translated", "value": "%@ et %@ vous invitent à jouer au Monopoly" } } } },
+///     "UNREAD": { "localizations": { "en": { "variations": { "plural": {
+///       "one":   { "stringUnit": { "state": "translated", "value": "%lld unread message" } },
+///       "other": { "stringUnit": { "state": "translated", "value": "%lld unread messages" } } } } } } } } }
+/// ```
+///
+/// Read: `stringUnit` values (whatever their `state`), `variations.plural`
+/// (compiled to a ``PluralTemplate``) and `variations.device` (the `iphone`
+/// form, else `other`). A key without a value in the source language renders
+/// as the key itself, as Xcode does. `substitutions` (`%#@name@`) are kept as
+/// invalid entries (using them is an error naming the key). The JSON is parsed
+/// with Herald's strict parser: a syntax error names the file, line and column;
+/// a wrong structure names the file and the key path.
+public enum XCStringsParser {
+    public struct Item: Sendable {
+        public var key: String
+        public var language: String
+        public var entry: CatalogEntry
+    }
+
+    public static func parse(_ bytes: [UInt8], file: String) throws(CatalogError) -> [Item] {
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(bytes)
+        } catch {
+            throw CatalogError(file: file, line: error.line, column: error.column, message: error.message)
+        }
+        func fail(_ path: String, _ message: String) -> CatalogError {
+            CatalogError(file: file, message: path.isEmpty ? message : "\(path): \(message)")
+        }
+        guard case .object(let top) = root else { throw fail("", "the top level must be an object") }
+        guard case .string(let source)? = top["sourceLanguage"] else { throw fail("sourceLanguage", "required, a language tag") }
+        if let version = top["version"], version.stringValue == nil { throw fail("version", "must be a string") }
+        guard let stringsValue = top["strings"] else { return [] }
+        guard case .object(let strings) = stringsValue else { throw fail("strings", "must be an object") }
+
+        var items: [Item] = []
+        for (key, value) in strings {
+            let path = "strings.\(key)"
+            guard case .object(let entry) = value else { throw fail(path, "must be an object") }
+            var hasSource = false
+            if let locs = entry["localizations"] {
+                guard case .object(let localizations) = locs else { throw fail("\(path).localizations", "must be an object") }
+                for (language, loc) in localizations {
+                    let locPath = "\(path).localizations.\(language)"
+                    let origin = "\(file): \(locPath)"
+                    let value = try compile(loc, path: locPath, fail: fail)
+                    items.append(Item(key: key, language: language, entry: CatalogEntry(value: value, origin: origin)))
+                    if language == source { hasSource = true }
+                }
+            }
+            if !hasSource {
+                items.append(Item(key: key, language: source, entry: CatalogEntry(compiling: key, origin: "\(file): \(path) (the key)")))
+            }
+        }
+        return items
+    }
+
+    static func compile(_ node: JSONValue, path: String, fail: (String, String) -> CatalogError) throws(CatalogError) -> CatalogEntry.Value {
+        guard case .object(let o) = node else { throw fail(path, "must be an object") }
+        if o["substitutions"] != nil {
+            return .invalid("substitutions (%#@name@) are not supported")
+        }
+        if let unit = o["stringUnit"] {
+            guard case .object(let u) = unit, case .string(let text)? = u["value"] else {
+                throw fail("\(path).stringUnit", "must be an object with a string \"value\"")
+            }
+            do { return .format(try FormatTemplate(compiling: text)) } catch { return .invalid(error.message) }
+        }
+        guard let variationsValue = o["variations"] else { throw fail(path, "has neither \"stringUnit\" nor \"variations\"") }
+        guard case .object(let variations) = variationsValue else { throw fail("\(path).variations", "must be an object") }
+        if let pluralValue = variations["plural"] {
+            guard case .object(let plural) = pluralValue else { throw fail("\(path).variations.plural", "must be an object") }
+            var forms: [PluralCategory: FormatTemplate] = [:]
+            for (name, formNode) in plural {
+                let formPath = "\(path).variations.plural.\(name)"
+                guard let category = PluralCategory(rawValue: name) else {
+                    throw fail(formPath, "unknown plural category (zero, one, two, few, many, other)")
+                }
+                switch try compile(formNode, path: formPath, fail: fail) {
+                case .format(let t): forms[category] = t
+                case .invalid(let message): return .invalid("plural form \"\(name)\": \(message)")
+                case .plural: return .invalid("plural form \"\(name)\" has nested plural variations")
+                }
+            }
+            do { return .plural(try PluralTemplate(forms: forms)) } catch { return .invalid(error.message) }
+        }
+        if let deviceValue = variations["device"] {
+            guard case .object(let device) = deviceValue else { throw fail("\(path).variations.device", "must be an object") }
+            guard let (name, chosen) = device.first(where: { $0.key == "iphone" }) ?? device.first(where: { $0.key == "other" }) ?? device.entries.first else {
+                throw fail("\(path).variations.device", "is empty")
+            }
+            return try compile(chosen, path: "\(path).variations.device.\(name)", fail: fail)
+        }
+        throw fail("\(path).variations", "has neither \"plural\" nor \"device\"")
+    }
+}

@@ -1,0 +1,272 @@
+import ArgumentParser
+import Foundation
+import HeraldCore
+import HeraldLocalization
+
+/// `herald bench localize`: server-side localized renders per second on one
+/// core, for a realistic mix of keys, languages and arguments, against
+/// Foundation's `String(format:)` on the same templates and arguments in the
+/// same run.
+struct BenchLocalize: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "localize",
+        abstract: "Server-side localization renders per second (one core) against Foundation's String(format:).",
+        discussion: """
+            Writes a 14-language catalog (UTF-16 .strings, as genstrings does) to a temporary folder, loads it, \
+            and localizes a mix of requests: 16 language tags (regional variants, Chinese scripts, two \
+            unsupported ones that fall back), 10 keys with %@, positional, %d, %.2f and %% specifiers, \
+            titles on 40% of them. A render is one key turned into text (body, title or subtitle).
+            """
+    )
+
+    @Option(help: "Requests to localize.")
+    var count = 4_000_000
+
+    @Option(help: "Requests in the mix (cycled).")
+    var mix = 4096
+
+    @Option(help: "Renders for the Foundation baseline (it is slower).")
+    var baselineCount = 500_000
+
+    /// (key, English template) — every language gets a translation with the same specifiers.
+    static let keys: [(String, String)] = [
+        ("GAME_PLAY_REQUEST_FORMAT", "%@ and %@ have invited you to play Monopoly"),
+        ("NEW_MESSAGE", "%@: %@"),
+        ("MESSAGE_TITLE", "New message from %@"),
+        ("FRIEND_REQUEST", "%@ wants to be your friend"),
+        ("ORDER_SHIPPED", "Your order %@ has shipped and arrives on %@"),
+        ("STREAK", "%1$@, you're on a %2$d-day streak!"),
+        ("SCORE", "You scored %d points"),
+        ("BALANCE", "Your balance is %.2f €"),
+        ("DISCOUNT", "%d%% off everything today only"),
+        ("REMINDER_TITLE", "Reminder"),
+    ]
+
+    /// Catalog languages and a word to make each translation differ (positional order swapped for some).
+    static let languages: [(String, String, Bool)] = [
+        ("en", "", false), ("en-GB", "", false), ("fr", "Notification :", false), ("de", "Mitteilung:", false),
+        ("es", "Aviso:", false), ("it", "Avviso:", false), ("pt-BR", "Aviso:", false), ("ja", "お知らせ：", true),
+        ("ko", "알림:", true), ("zh-Hans", "通知：", false), ("zh-Hant", "通知：", false), ("ru", "Уведомление:", false),
+        ("ar", "إشعار:", true), ("nl", "Melding:", false),
+    ]
+
+    static let requestTags = [
+        "en-US", "en", "en-GB", "fr-FR", "fr-CA", "de-DE", "es-MX", "pt_BR", "ja-JP", "zh-Hant-TW", "zh-Hans-CN", "ko-KR",
+        "it", "ru-RU", "sw-KE", "fi",
+    ]
+
+    /// The template for `key` in `language`: a prefix word, and positional swaps where the language reorders.
+    static func translate(_ template: String, _ language: (String, String, Bool)) -> String {
+        var t = template
+        if language.2 && t == "%@ and %@ have invited you to play Monopoly" { t = "%2$@ / %1$@ — Monopoly" }
+        return language.1.isEmpty ? t : language.1 + " " + t
+    }
+
+    struct Sample {
+        var request: NotificationRequest
+        /// For the baseline: the resolved templates and their arguments as C varargs.
+        var formats: [(String, [any CVarArg])]
+        var renders: Int
+    }
+
+    func run() async throws {
+        // A catalog folder as an app bundle lays it out.
+        let dir = NSTemporaryDirectory() + "herald-bench-localize-\(getpid())"
+        try? FileManager.default.removeItem(atPath: dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for language in Self.languages {
+            var text = ""
+            for (key, template) in Self.keys {
+                text += "/* \(key) */\n\"\(key)\" = \"\(Self.translate(template, language))\";\n\n"
+            }
+            try FileManager.default.createDirectory(atPath: "\(dir)/\(language.0).lproj", withIntermediateDirectories: true)
+            var bytes: [UInt8] = [0xFF, 0xFE]
+            for u in text.utf16 { bytes += [UInt8(u & 0xFF), UInt8(u >> 8)] }
+            FileManager.default.createFile(atPath: "\(dir)/\(language.0).lproj/Localizable.strings", contents: Data(bytes))
+        }
+        var catalog = StringCatalog()
+        let loadSeconds = try await measure { catalog = try StringCatalog.load(path: dir) }
+        let localizer = try CatalogLocalizer(catalog: catalog, defaultLanguage: "en", fallback: ["es"], mode: .server)
+
+        // The mix, fixed by a seeded generator so runs compare.
+        var rng = SplitMix(seed: 0x4865_7261_6C64)
+        let names = ["Jenna", "Frank", "Zoë", "Mohammed", "Li Wei", "Anna-Lena", "José", "Priya", "Ólafur", "Chloé"]
+        let previews = ["See you at 8?", "Running late, sorry!", "👍", "Can you send me the file?", "Happy birthday 🎉"]
+        var samples: [Sample] = []
+        for _ in 0..<mix {
+            let tag = Self.requestTags[Int(rng.next() % UInt64(Self.requestTags.count))]
+            let k = Int(rng.next() % UInt64(Self.keys.count))
+            let key = Self.keys[k].0
+            func name() -> String { names[Int(rng.next() % UInt64(names.count))] }
+            let args: [String]
+            switch key {
+            case "GAME_PLAY_REQUEST_FORMAT": args = [name(), name()]
+            case "NEW_MESSAGE": args = [name(), previews[Int(rng.next() % UInt64(previews.count))]]
+            case "MESSAGE_TITLE", "FRIEND_REQUEST": args = [name()]
+            case "ORDER_SHIPPED": args = ["#\(100000 + rng.next() % 900000)", "Friday"]
+            case "STREAK": args = [name(), String(rng.next() % 400)]
+            case "SCORE": args = [String(rng.next() % 100000)]
+            case "BALANCE": args = [String(Double(rng.next() % 1_000_000) / 100)]
+            case "DISCOUNT": args = [String(10 + rng.next() % 60)]
+            default: args = []
+            }
+            var alert = Alert()
+            alert.locKey = key
+            alert.locArgs = args.isEmpty ? nil : args
+            var renders = 1
+            if rng.next() % 10 < 4 {
+                alert.titleLocKey = rng.next() % 2 == 0 ? "MESSAGE_TITLE" : "REMINDER_TITLE"
+                if alert.titleLocKey == "MESSAGE_TITLE" { alert.titleLocArgs = [name()] }
+                renders += 1
+            }
+            var aps = APS()
+            aps.alert = alert
+            let request = NotificationRequest(
+                token: DeviceToken(bytes: (0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }), aps: aps,
+                topic: "com.example.app", language: tag)
+            samples.append(Sample(request: request, formats: [], renders: renders))
+        }
+        // Baseline inputs: the template each key resolves to (the chain's first language that has it),
+        // with the arguments typed as String(format:) needs them.
+        for i in samples.indices {
+            let r = samples[i].request
+            let chain = localizer.resolver.chain(for: r.language)
+            let language = Self.languages.first { $0.0 == catalog.languages[chain[0]].description }!
+            func typed(_ key: String, _ args: [String]) -> [any CVarArg] {
+                switch key {
+                case "STREAK": return [args[0], Int(args[1])!]
+                case "SCORE", "DISCOUNT": return [Int(args[0])!]
+                case "BALANCE": return [Double(args[0])!]
+                default: return args
+                }
+            }
+            let alert = r.aps.alert!
+            let template = Self.translate(Self.keys.first { $0.0 == alert.locKey! }!.1, language)
+            samples[i].formats.append((template, typed(alert.locKey!, alert.locArgs ?? [])))
+            if let title = alert.titleLocKey {
+                samples[i].formats.append((Self.translate(Self.keys.first { $0.0 == title }!.1, language), alert.titleLocArgs ?? []))
+            }
+        }
+
+        // Check: Herald's text equals Foundation's for the whole mix.
+        var matches = true
+        var dropped = 0
+        for s in samples {
+            var r = s.request
+            do throws(StageFailure) {
+                try localizer.localize(&r)
+            } catch {
+                dropped += 1
+                continue
+            }
+            let expectedBody = String(format: s.formats[0].0, arguments: s.formats[0].1)
+            if r.aps.alert?.body != expectedBody { matches = false }
+            if s.formats.count > 1, r.aps.alert?.title != String(format: s.formats[1].0, arguments: s.formats[1].1) { matches = false }
+        }
+
+        // Herald: the full localize step (language resolution, key lookup, render, clearing the keys),
+        // plus copying each request out of the mix and destroying it after (a pipeline works in place:
+        // this makes the figure conservative).
+        let n = count
+        let m = samples.count
+        let requests = samples.map(\.request)
+        let rendersPerRequest = samples.map(\.renders)
+        var renders = 0
+        var sink = 0
+        let cpuStart = threadCPUSeconds()
+        let elapsed = await measure {
+            for i in 0..<n {
+                var r = requests[i % m]
+                do throws(StageFailure) {
+                    try localizer.localize(&r)
+                } catch {
+                    continue
+                }
+                sink &+= r.aps.alert!.body!.utf8.count
+                renders &+= rendersPerRequest[i % m]
+            }
+        }
+        let cpu = threadCPUSeconds() - cpuStart
+
+        // Baseline 1: Foundation's String(format:) on the already-resolved templates and typed arguments.
+        var baselineRenders = 0
+        let formats = samples.flatMap(\.formats)
+        let baselineCPUStart = threadCPUSeconds()
+        let baseline = await measure {
+            var i = 0
+            while baselineRenders < baselineCount {
+                let (template, args) = formats[i % formats.count]
+                sink &+= String(format: template, arguments: args).utf8.count
+                baselineRenders += 1
+                i += 1
+            }
+        }
+        let baselineCPU = threadCPUSeconds() - baselineCPUStart
+
+        // Baseline 2: Herald's own formatter, compiling the template on every render (no compile-once).
+        var recompiledRenders = 0
+        let strings = samples.flatMap { s in
+            [(s.formats[0].0, s.request.aps.alert!.locArgs ?? [])]
+                + (s.formats.count > 1 ? [(s.formats[1].0, s.request.aps.alert!.titleLocArgs ?? [])] : [])
+        }
+        let recompiled = await measure {
+            var i = 0
+            while recompiledRenders < baselineCount {
+                let (template, args) = strings[i % strings.count]
+                if let t = try? FormatTemplate(compiling: template), let text = try? t.render(args) { sink &+= text.utf8.count }
+                recompiledRenders += 1
+                i += 1
+            }
+        }
+
+        var report = BenchReport()
+        report.add("benchmark", "localize")
+        report.add("mode", "server")
+        report.add("cores", 1)
+        report.add("catalog_languages", catalog.languages.count)
+        report.add("catalog_keys", Self.keys.count)
+        report.add("catalog_load_ms", loadSeconds * 1000, places: 2)
+        report.add("request_tags", Self.requestTags.count)
+        report.add("requests", n)
+        report.add("renders", renders)
+        report.add("seconds", elapsed, places: 3)
+        report.add("requests_per_second", Double(n) / elapsed, places: 0)
+        report.add("renders_per_second", Double(renders) / elapsed, places: 0)
+        report.add("ns_per_render", elapsed / Double(renders) * 1e9, places: 1)
+        report.add("cpu_seconds", cpu, places: 3)
+        report.add("renders_per_cpu_second", Double(renders) / cpu, places: 0)
+        report.add("baseline_foundation_string_format_renders_per_second", Double(baselineRenders) / baseline, places: 0)
+        report.add("baseline_foundation_renders_per_cpu_second", Double(baselineRenders) / baselineCPU, places: 0)
+        report.add("baseline_compile_every_render_renders_per_second", Double(recompiledRenders) / recompiled, places: 0)
+        // CPU time, not wall time: the two loops run at different moments, and other processes
+        // sharing the cores would skew a ratio of wall times.
+        report.add("speedup_vs_foundation_cpu", (Double(renders) / cpu) / (Double(baselineRenders) / baselineCPU), places: 2)
+        report.add("matches_foundation_text", matches)
+        report.add("dropped_in_mix", dropped)
+        report.add("peak_rss_mib", peakResidentMiB(), places: 1)
+        report.add("goal_renders_per_second", 2_000_000)
+        if sink == -1 { report.add("sink", sink) }
+        report.print()
+    }
+}
+
+/// CPU time of the calling thread, in seconds: unlike wall time, not inflated when other
+/// processes share the machine's cores.
+func threadCPUSeconds() -> Double {
+    var t = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+    return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+}
+
+/// A small seeded generator (SplitMix64), so the mix is the same on every run.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
