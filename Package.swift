@@ -78,7 +78,7 @@ let package = Package(
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator"]),
+        .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit"]),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
         .testTarget(name: "HeraldTLSTests", dependencies: ["HeraldTLS", "HeraldKit"]),

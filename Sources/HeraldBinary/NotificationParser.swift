@@ -30,8 +30,10 @@ public struct NotificationView {
         self.length = length
     }
 
-    /// The format.
-    public var format: NotificationFormat { NotificationFormat.command(command)! }
+    /// The format (parsed views are always 0, 1 or 2; any other command is named by its number).
+    public var format: NotificationFormat {
+        NotificationFormat.command(command) ?? NotificationFormat(command: command, name: "command \(command)")
+    }
 
     /// The priority in force: the frame's item, or 10 (formats 0 and 1 imply it, as does a frame without item 5).
     public var effectivePriority: UInt8 { priority ?? 10 }

@@ -9,7 +9,7 @@ import HeraldSimulator
 ///   "topic": "com.example.app",
 ///   "unknownTokens": "deliver",
 ///   "invalidTokens": ["<hex>"], "uninstalledTokens": ["<hex>"], "offlineTokens": ["<hex>"],
-///   "framesPerWrite": 64, "writesPerCheck": 4, "maxAttempts": 5,
+///   "framesPerWrite": 64, "writesPerCheck": 4, "maxAttempts": 5, "recordDeliveries": false,
 ///   "faults": {"seed": 7, "closeAfter": [100], "closeProbability": 0.001, "shutdownAfter": [250],
 ///              "responseDelayWrites": 2, "partialWriteProbability": 0.1,
 ///              "readDelayProbability": 0.01, "readDelayMilliseconds": 1}
@@ -18,6 +18,8 @@ import HeraldSimulator
 enum SimulatorTransportFactory {
     static func make(_ node: ConfigNode, payloadLimit: Int) throws(ConfigError) -> SimulatorTransport {
         var configuration = SimulatorConfiguration(payloadLimit: payloadLimit)
+        // Off by default: `herald send` streams, and a record of every delivery would grow without bound.
+        configuration.recordsDeliveries = try node.bool("recordDeliveries") ?? false
         if let policy = try node.string("unknownTokens", oneOf: ["deliver", "invalid"]) {
             configuration.unknownTokens = policy == "invalid" ? .invalid : .deliver
         }

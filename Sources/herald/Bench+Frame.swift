@@ -183,8 +183,8 @@ struct BenchFrame: AsyncParsableCommand {
     }
 }
 
-// threadCPUSeconds() (CPU time of the calling thread) is defined once, in Bench+Localize.swift:
-// rates per CPU-second are what "on one core" means when other processes share the machine.
+// `threadCPUSeconds()` (Bench+Localize.swift): CPU time of the calling thread. The measured
+// loops have no suspension point, so they stay on one thread.
 
 /// The baseline encoder: a fresh array per frame, appended a byte at a time.
 enum NaiveEncoder {

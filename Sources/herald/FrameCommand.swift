@@ -43,6 +43,8 @@ struct FrameCommand: AsyncParsableCommand {
             }
             configuration.frameFormat = f
         }
+        // The configured transport is not used here: its options are not this command's to check.
+        for (key, _) in configuration.transportOptions.object { _ = configuration.transportOptions.has(key) }
         let problems = ProblemPrinter()
         let ledger = OutcomeLedger(observers: [problems])
         let printer = HexFramePrinter()

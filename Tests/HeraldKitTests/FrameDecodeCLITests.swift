@@ -39,6 +39,14 @@ struct FrameDecodeCLITests {
         #expect(simple == "00" + "0020" + Self.token + "0016" + payload + "\n")
     }
 
+    @Test("frame: a configuration's transport options are not its business; its payload limit is")
+    func frameWithConfiguration() throws {
+        let config = try temporaryFile(#"{"payload":{"limit":20},"transport":{"type":"simulator","invalidTokens":[],"faults":{"seed":1}}}"#, suffix: ".json")
+        let (status, out, err) = try runHerald(["frame", "--config", config, "-"], stdin: Self.request + "\n")
+        #expect(status == 1 && out.isEmpty)
+        #expect(err.contains("over the limit of 20"))
+    }
+
     @Test("frame: a request that cannot be framed prints no frame, its reason on stderr, exit 1")
     func frameErrors() throws {
         let (status, out, err) = try runHerald(["frame", "-"], stdin: Self.request + "\n" + #"{"token":"zz","alert":"x"}"# + "\n")
