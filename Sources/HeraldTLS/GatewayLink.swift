@@ -189,6 +189,7 @@ final class GatewayLink: @unchecked Sendable {
     var cap: Int
     var pumpAgain = false
     var random = SystemRandomNumberGenerator()
+    var resolvedAddress: (SocketAddress, NIODeadline)?
 
     init(index: Int, loop: any EventLoop, configuration: GatewayConfiguration, tls: TLSContext, gate: FlowGate,
          statistics: GatewayStatistics) {
@@ -274,7 +275,7 @@ final class GatewayLink: @unchecked Sendable {
         if let size = configuration.socketSendBuffer {
             bootstrap = bootstrap.channelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(size))
         }
-        bootstrap
+        bootstrap = bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
@@ -283,17 +284,28 @@ final class GatewayLink: @unchecked Sendable {
                     ])
                 }
             }
-            .connect(host: configuration.host, port: configuration.port)
-            .whenComplete { result in
+        // Reconnections (one per error response) reuse the address resolved
+        // for the last good connection for a minute: no resolver round trip each time.
+        let connecting: EventLoopFuture<any Channel>
+        if let (address, until) = resolvedAddress, NIODeadline.now() < until {
+            connecting = bootstrap.connect(to: address)
+        } else {
+            connecting = bootstrap.connect(host: configuration.host, port: configuration.port)
+        }
+        connecting.whenComplete { result in
                 switch result {
                 case .success(let channel):
                     if gen == self.generation {
                         self.channel = channel
+                        if self.resolvedAddress == nil, let address = channel.remoteAddress {
+                            self.resolvedAddress = (address, .now() + .seconds(60))
+                        }
                     } else {
                         channel.close(promise: nil)
                     }
                 case .failure(let error):
                     guard gen == self.generation else { return }
+                    self.resolvedAddress = nil
                     self.lastError = "cannot connect to \(self.endpoint): \(error)"
                     self.connectionFailed()
                 }
