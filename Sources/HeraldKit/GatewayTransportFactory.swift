@@ -23,7 +23,7 @@ import HeraldTLS
 /// - Trust: `caFile` (PEM) instead of the system trust store; `verify: false`
 ///   turns verification off (logged loudly; tests only).
 /// - Connections: `connections`, `writeBytes`, `maxQueued`, `acceptAfterMilliseconds`,
-///   `maxUnconfirmed`, `minUnconfirmed`, `maxResends`, `maxConnectAttempts`,
+///   `maxUnconfirmed`, `minUnconfirmed`, `maxSilentCloses`, `maxConnectAttempts`,
 ///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`, `connectTimeoutSeconds`,
 ///   `handshakeTimeoutSeconds`, `drainTimeoutSeconds`, `socketSendBuffer`.
 enum GatewayTransportFactory {
@@ -76,7 +76,7 @@ enum GatewayTransportFactory {
         c.maxUnconfirmed = try node.int("maxUnconfirmed", in: 1...10_000_000) ?? c.maxUnconfirmed
         c.minUnconfirmed = try node.int("minUnconfirmed", in: 1...10_000_000) ?? c.minUnconfirmed
         if c.minUnconfirmed > c.maxUnconfirmed { throw node.error("minUnconfirmed", "must not exceed maxUnconfirmed (\(c.maxUnconfirmed))") }
-        c.maxResends = try node.int("maxResends", in: 0...1000) ?? c.maxResends
+        c.maxSilentCloses = try node.int("maxSilentCloses", in: 1...1000) ?? c.maxSilentCloses
         c.maxConnectAttempts = try node.int("maxConnectAttempts", in: 1...1000) ?? c.maxConnectAttempts
         if let ms = try node.int("backoffInitialMilliseconds", in: 1...600_000) { c.backoff.initial = .milliseconds(ms) }
         if let ms = try node.int("backoffMaxMilliseconds", in: 1...3_600_000) { c.backoff.maximum = .milliseconds(ms) }

@@ -109,9 +109,12 @@ public struct GatewayConfiguration: Sendable {
     public var backoff = BackoffPolicy()
     /// Consecutive failed connection attempts after which the waiting notifications fail.
     public var maxConnectAttempts: Int = 6
-    /// How often one notification may be resent after connections closed with
-    /// no error response before it fails.
-    public var maxResends: Int = 5
+    /// Connections closed in a row with notifications in flight, no error
+    /// response and nothing confirmed in between, before the one notification
+    /// left in flight fails (each such close halves what may be in flight, so
+    /// the streak isolates a notification the gateway chokes on). A gateway
+    /// that keeps closing `maxConnectAttempts` more times fails everything waiting.
+    public var maxSilentCloses: Int = 12
     /// How long `finish` waits for the gateway to confirm everything before the rest fails.
     public var drainTimeout: Duration = .seconds(30)
     /// The socket's send buffer (SO_SNDBUF) in bytes; `nil` leaves it to the

@@ -15,8 +15,6 @@ struct GatewayItem: Sendable {
     var token: DeviceToken
     var frame: [UInt8]
     var identifierOffset: Int?
-    /// How often it was resent after a connection closed with no error response.
-    var resends: Int = 0
     /// The drain probe: a notification the gateway is certain to reject.
     var isProbe = false
 
@@ -178,6 +176,10 @@ final class GatewayLink: @unchecked Sendable {
     var lastError: String?
     var permanentError: TLSError?
     var progressed = false
+    /// Something written on the current connection was confirmed (by time or by a probe).
+    var confirmedOnConnection = false
+    /// Consecutive silent closes with notifications in flight and nothing confirmed in between.
+    var silentStreak = 0
     var connectedAt = NIODeadline.now()
     var draining = false
     var drainPromise: EventLoopPromise<Void>?
@@ -263,6 +265,7 @@ final class GatewayLink: @unchecked Sendable {
         generation += 1
         let gen = generation
         progressed = false
+        confirmedOnConnection = false
         permanentError = nil
         statistics._connections.add(1, ordering: .relaxed)
         let tls = self.tls
@@ -491,6 +494,8 @@ final class GatewayLink: @unchecked Sendable {
         }
         if !accepted.isEmpty {
             statistics._acceptedByTime.add(accepted.count, ordering: .relaxed)
+            confirmedOnConnection = true
+            silentStreak = 0
             cap = min(configuration.maxUnconfirmed, cap * 2)
             record(accepted.map { $0.record(.accepted) })
             pump()
@@ -523,7 +528,8 @@ final class GatewayLink: @unchecked Sendable {
             cap = min(configuration.maxUnconfirmed, cap * 2)
         } else if r.resend.count > configuration.minUnconfirmed / 2 {
             // Written past a failure and wasted: write less ahead of the gateway.
-            cap = max(max(1, configuration.minUnconfirmed), cap / 2)
+            // (never raising it: a silent close may have taken it lower still)
+            cap = max(min(cap, configuration.minUnconfirmed), cap / 2)
         }
         if !r.identifierMatched {
             statistics._unmatched.add(1, ordering: .relaxed)
@@ -532,7 +538,8 @@ final class GatewayLink: @unchecked Sendable {
         }
         record(records)
         probeOutstanding = false
-        requeueFront(r.resend.filter { !$0.isProbe }, countingResend: false)
+        requeueFront(r.resend.filter { !$0.isProbe }, afterSilentClose: false)
+        silentStreak = 0
         // The gateway closes after an error response; we do not wait for it.
         consecutiveFailures = 0
         closeCurrent()
@@ -542,6 +549,16 @@ final class GatewayLink: @unchecked Sendable {
     }
 
     /// The connection `gen` closed.
+    ///
+    /// With notifications in flight and no error response, nothing is known
+    /// about them: they are all written again (at least once). Consecutive
+    /// such closes with nothing confirmed in between form a streak; each one
+    /// halves what may be in flight, so the streak narrows down to a single
+    /// notification (a poison one, as the simple format makes: the gateway
+    /// closes silently on its errors). Past `maxSilentCloses` the one in
+    /// flight fails; past `maxSilentCloses + maxConnectAttempts` (a gateway
+    /// that closes every connection) everything waiting fails. From the second
+    /// close of a streak on, reconnection waits with backoff.
     func closed(generation gen: Int) {
         trace("closed (gen \(gen))")
         guard gen == generation else { return }
@@ -552,7 +569,7 @@ final class GatewayLink: @unchecked Sendable {
         let lost = window.connectionLost()
         marks.removeAll()
         probeOutstanding = false
-        let real = lost.filter { !$0.isProbe }
+        var real = lost.filter { !$0.isProbe }
         if let permanentError {
             // TLS refused us after the handshake (TLS 1.3 reports a refused client certificate late):
             // what was written was not processed, and retrying cannot help.
@@ -563,7 +580,21 @@ final class GatewayLink: @unchecked Sendable {
         }
         if !real.isEmpty {
             statistics._silentCloses.add(1, ordering: .relaxed)
-            requeueFront(real, countingResend: true)
+            silentStreak = confirmedOnConnection ? 1 : silentStreak + 1
+            // Less in flight on the next connection: a flaky link exposes fewer
+            // notifications per close, and probes confirm them sooner.
+            cap = max(1, min(cap, real.count) / 2)
+            if silentStreak > configuration.maxSilentCloses && real.count == 1 {
+                let reason = "the gateway \(endpoint) closed the connection \(silentStreak) times in a row with no answer, "
+                    + "the last time with only this notification in flight"
+                record(real.map { $0.record(.failed(reason)) })
+                real.removeAll()
+            }
+            requeueFront(real, afterSilentClose: true)
+            if silentStreak > configuration.maxSilentCloses + configuration.maxConnectAttempts {
+                failQueue("the gateway \(endpoint) closed \(silentStreak) connections in a row with no answer")
+                silentStreak = configuration.maxSilentCloses
+            }
         }
         if !wasReady {
             connectionFailed()
@@ -581,33 +612,29 @@ final class GatewayLink: @unchecked Sendable {
             return
         }
         if !queue.isEmpty {
-            scheduleReconnect()
+            if silentStreak > 1 {
+                let delay = configuration.backoff.delay(afterFailures: silentStreak - 1, using: &random)
+                phase = .waitingToReconnect
+                loop.scheduleTask(in: TimeAmount(delay)) {
+                    if case .waitingToReconnect = self.phase { self.connect() }
+                }
+            } else {
+                scheduleReconnect()
+            }
         }
         checkDrainComplete()
     }
 
     /// Puts notifications back at the head of the queue, in order.
-    func requeueFront(_ items: [GatewayItem], countingResend: Bool) {
+    /// - Parameter afterSilentClose: the connection closed with no error response (these may arrive twice).
+    func requeueFront(_ items: [GatewayItem], afterSilentClose: Bool) {
         guard !items.isEmpty else { return }
-        var failed: [OutcomeRecord] = []
-        var back = 0
-        for var item in items.reversed() {
-            if countingResend {
-                item.resends += 1
-                if item.resends > configuration.maxResends {
-                    failed.append(item.record(.failed(
-                        "the gateway \(endpoint) closed the connection \(item.resends) times with no answer before confirming it")))
-                    continue
-                }
-            }
-            queue.prepend(item)
-            back += 1
-        }
+        for item in items.reversed() { queue.prepend(item) }
+        let back = items.count
         statistics._resent.add(back, ordering: .relaxed)
-        if countingResend { statistics._resentAfterClose.add(back, ordering: .relaxed) }
+        if afterSilentClose { statistics._resentAfterClose.add(back, ordering: .relaxed) }
         queuedCount.add(back, ordering: .relaxed)
         gate.add(back)
-        record(failed.reversed())
     }
 
     func failQueue(_ reason: String) {

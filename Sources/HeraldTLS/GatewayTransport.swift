@@ -22,7 +22,9 @@ import Synchronization
 ///   "accepted"; this is the only meaning the word can have here);
 /// - the connection closes with no error response → it is resent
 ///   (**at least once**: the gateway may have taken it before the close, so a
-///   device may see it twice; after `maxResends` such closes it fails);
+///   device may see it twice; each such close halves what may be in flight,
+///   and a streak of `maxSilentCloses` with nothing confirmed fails the one
+///   notification left in flight);
 /// - connection attempts keep failing (with exponential backoff and jitter),
 ///   or TLS refuses the gateway or our certificate → `failed`, naming why.
 ///

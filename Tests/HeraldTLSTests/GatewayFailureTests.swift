@@ -278,3 +278,71 @@ struct ServerCertificateTests {
         }
     }
 }
+
+/// Closes the connection as soon as anything arrives: a gateway that takes nothing.
+final class CloseOnRead: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.close(promise: nil) }
+}
+
+@Suite("Silent closes: isolating what the gateway chokes on", .serialized)
+struct SilentCloseTests {
+    let certs = sharedCertificates
+
+    @Test("simple format (no identifiers): the gateway closes silently on bad tokens; the streak isolates them, everything else arrives")
+    func poisonInSimpleFormat() async throws {
+        let simulator = APNsSimulator()
+        let poison = [37, 150].map(GatewayRun.token)
+        for t in poison { simulator.markInvalid(t) }
+        let server = try await startSimulator(simulator)
+        defer { Task { await server.stop() } }
+        var config = gatewayConfig(port: server.gatewayPort, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey),
+                                   ca: certs.caCertificate)
+        config.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
+        config.maxSilentCloses = 10
+        let transport = try GatewayTransport(configuration: config)
+        let collector = RecordCollector()
+        let ledger = OutcomeLedger(observers: [collector])
+        let framer = BinaryFramer(format: .simple)
+        var batch: [Envelope] = []
+        for i in 0..<200 {
+            var e = Envelope(sequence: UInt64(i), request: NotificationRequest(token: GatewayRun.token(i), id: UInt32(i)))
+            e.payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+            e.frame = try framer.frame(e)
+            batch.append(e)
+        }
+        ledger.enter(batch.map(\.sequence), count: batch.count)
+        try await transport.send(batch, outcomes: ledger)
+        await transport.finish(outcomes: ledger)
+        let snapshot = ledger.snapshot
+        #expect(snapshot.isBalanced && snapshot.accepted == 198 && snapshot.failed == 2, "\(snapshot)")
+        let failed = Set(collector.all.filter { $0.outcome.kind == .failed }.compactMap(\.token))
+        #expect(failed == Set(poison))
+        let delivered = Set(simulator.deliveries.map(\.token))
+        #expect(delivered.count == 198 && delivered.isDisjoint(with: poison))
+    }
+
+    @Test("a gateway that closes every connection: backoff, then everything fails in bounded time")
+    func closesEverything() async throws {
+        let certs = self.certs
+        let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                         clientCA: .caFile(certs.caCertificate)))
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([try OpenSSLHandler(context: tls), CloseOnRead()])
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { Task { try? await server.close() } }
+        var config = gatewayConfig(port: server.localAddress!.port!,
+                                   identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
+        config.maxSilentCloses = 4
+        config.maxConnectAttempts = 3
+        let (snapshot, records, stats, seconds) = try await sendThrough(config, count: 100)
+        #expect(snapshot.isBalanced && snapshot.failed == 100)
+        #expect(records.contains { if case .failed(let r) = $0.outcome { r.contains("in a row") } else { false } })
+        #expect(stats.silentCloses >= 8 && seconds < 10)
+    }
+}

@@ -186,3 +186,36 @@ struct GatewayTransportTests {
     }
 }
 
+
+@Suite("Gateway transport under random fault mixes", .serialized)
+struct GatewayFaultMixTests {
+    /// For many seeds: a random mix of invalid tokens, silent closes, status 10,
+    /// late error responses, partial reads and read pauses. Whatever the mix:
+    /// the books balance, nothing fails, every invalid token is rejected with
+    /// status 8 and never delivered, every valid one is delivered, and only a
+    /// silent close can cause a duplicate (none without one).
+    @Test(arguments: 1...16)
+    func invariantsHold(seed: UInt64) async throws {
+        var g = SeededGenerator(seed: seed &* 7919)
+        let count = 1_500 + Int(g.next() % 2_500)
+        let faults = FaultPlan(
+            seed: seed,
+            closeProbability: g.chance(0.5) ? [0.0005, 0.002, 0.01][Int(g.next() % 3)] : 0,
+            shutdownAfter: (0..<Int(g.next() % 4)).map { _ in 1 + Int(g.next() % UInt64(count)) },
+            responseDelayWrites: Int(g.next() % 3),
+            partialWriteProbability: g.chance(0.5) ? 0.2 : 0,
+            readDelayProbability: g.chance(0.5) ? 0.05 : 0,
+            readDelay: .milliseconds(1))
+        let run = GatewayRun(
+            count: count, invalidFraction: Double(g.next() % 4) / 100, connections: 1 + Int(g.next() % 3), seed: seed,
+            faults: faults, batchSize: 64 + Int(g.next() % 512))
+        let r = try await run.run()
+        r.checkOutcomes()
+        let counts = r.deliveryCounts()
+        #expect(counts.count == r.tokens.count - r.invalid.count, "every valid notification delivered (seed \(seed))")
+        #expect(r.invalid.allSatisfy { counts[$0] == nil })
+        let duplicates = counts.values.reduce(0) { $0 + $1 - 1 }
+        #expect(duplicates <= r.statistics.resentAfterSilentClose)
+        if r.simulatorCounters.injectedCloses == 0 { #expect(duplicates == 0) }
+    }
+}
