@@ -35,7 +35,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "herald",
-            dependencies: ["HeraldKit", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["HeraldKit", "HeraldPayload", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),

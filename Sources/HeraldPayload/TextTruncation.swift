@@ -1,0 +1,94 @@
+import HeraldCore
+
+/// Cutting text to a byte budget, measured as the text takes inside a JSON
+/// string (escapes included), on a grapheme-cluster boundary.
+public enum TextTruncation {
+    /// The mark appended to shortened text: U+2026, 3 bytes of UTF-8, never escaped.
+    public static let ellipsis = "\u{2026}"
+    /// Its size in bytes inside a JSON string.
+    public static let ellipsisSize = 3
+
+    /// The longest prefix of `text` that ends on a grapheme-cluster boundary
+    /// and takes at most `budget` bytes once escaped for JSON.
+    ///
+    /// Runs in one pass over the bytes up to the cut, then steps back to the
+    /// nearest cluster boundary; the text is not re-encoded per attempt.
+    public static func longestPrefix(of text: String, fittingEscapedBytes budget: Int) -> Substring {
+        let utf8 = text.utf8
+        var used = 0
+        var cut = utf8.startIndex
+        let end = utf8.endIndex
+        // Walk the bytes while they fit: the largest byte offset within budget.
+        while cut != end {
+            let n = JSONWriter.escapedSize(of: utf8[cut])
+            if used + n > budget { break }
+            used += n
+            utf8.formIndex(after: &cut)
+        }
+        if cut == end { return text[...] }
+        // Step back to a grapheme-cluster boundary (a scalar boundary first).
+        while cut != utf8.startIndex {
+            if let boundary = String.Index(cut, within: text) { return text[..<boundary] }
+            utf8.formIndex(before: &cut)
+        }
+        return text[..<text.startIndex]
+    }
+}
+
+/// An alert text field the `truncate` policy may shorten.
+/// A struct with static members so more fields can be added.
+public struct TruncatableField: Sendable, Hashable, CustomStringConvertible {
+    public let name: String
+    init(_ name: String) { self.name = name }
+
+    /// `alert.body` (or `alert` given as a plain string).
+    public static let body = TruncatableField("body")
+    /// `alert.subtitle`.
+    public static let subtitle = TruncatableField("subtitle")
+    /// `alert.title`.
+    public static let title = TruncatableField("title")
+
+    public static let all: [TruncatableField] = [.body, .subtitle, .title]
+    public static func named(_ name: String) -> TruncatableField? { all.first { $0.name == name } }
+    public var description: String { name }
+
+    /// The field's text in `request` (structured or raw form), if present.
+    public func text(in request: NotificationRequest) -> String? {
+        if let raw = request.rawPayload {
+            guard case .object(let top) = raw, case .object(let aps)? = top["aps"], let alert = aps["alert"] else { return nil }
+            switch alert {
+            case .string(let s): return self == .body ? s : nil
+            case .object(let a): return a[name]?.stringValue
+            default: return nil
+            }
+        }
+        guard let alert = request.aps.alert else { return nil }
+        switch name {
+        case "body": return alert.body
+        case "subtitle": return alert.subtitle
+        case "title": return alert.title
+        default: return nil
+        }
+    }
+
+    /// Replaces the field's text in `request`; the field must be present.
+    public func setText(_ text: String, in request: inout NotificationRequest) {
+        if let raw = request.rawPayload {
+            guard case .object(var top) = raw, case .object(var aps)? = top["aps"], let alert = aps["alert"] else { return }
+            switch alert {
+            case .string: aps["alert"] = .string(text)
+            case .object(var a): a[name] = .string(text); aps["alert"] = .object(a)
+            default: return
+            }
+            top["aps"] = .object(aps)
+            request.rawPayload = .object(top)
+            return
+        }
+        switch name {
+        case "body": request.aps.alert?.body = text
+        case "subtitle": request.aps.alert?.subtitle = text
+        case "title": request.aps.alert?.title = text
+        default: break
+        }
+    }
+}

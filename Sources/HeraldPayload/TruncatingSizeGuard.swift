@@ -1,0 +1,68 @@
+import HeraldCore
+
+/// The `truncate` policy: a payload over the limit gets its alert text
+/// shortened until it fits.
+///
+/// The contract:
+/// - Fields are shortened in the order given (by default only the body):
+///   a later field is touched only when the earlier ones, cut down to "…"
+///   alone, still leave the payload over the limit.
+/// - The field that makes it fit becomes the longest prefix of its text that
+///   ends on a grapheme-cluster boundary, followed by "…", such that the whole
+///   payload is at most `limit` bytes. Sizes count the bytes JSON escaping adds
+///   (a quote is 2 bytes, a control character up to 6), so the result is never
+///   over the limit, and one more grapheme cluster would not fit.
+/// - Sizes are computed from the escaped sizes of the fields (a payload's size
+///   changes by exactly the change in a string's escaped size); the payload is
+///   re-encoded once, after the cut, not per attempt.
+/// - If the payload is still over with every field at "…" (the shortest
+///   shortened text: an empty prefix and the mark), or there is no text to
+///   shorten, the request is dropped, saying by how many bytes.
+public struct TruncatingSizeGuard: SizeGuard {
+    public let limit: Int
+    /// The fields to shorten, in order.
+    public let fields: [TruncatableField]
+    let builder: APSPayloadBuilder
+
+    public init(limit: SizeLimit, fields: [TruncatableField] = [.body], builder: APSPayloadBuilder = APSPayloadBuilder()) {
+        self.limit = limit.bytes
+        self.fields = fields
+        self.builder = builder
+    }
+
+    public func enforce(_ envelope: inout Envelope) throws(StageFailure) {
+        let size = envelope.payload.count
+        guard size > limit else { return }
+        var over = size - limit
+        var request = envelope.request
+        var touched = false
+        for field in fields {
+            guard let text = field.text(in: request) else { continue }
+            let escaped = JSONWriter.escapedSize(of: text)
+            guard escaped > TextTruncation.ellipsisSize else { continue }  // "…" would not save anything
+            if escaped - TextTruncation.ellipsisSize >= over {
+                let budget = escaped - over - TextTruncation.ellipsisSize
+                let prefix = TextTruncation.longestPrefix(of: text, fittingEscapedBytes: budget)
+                field.setText(prefix + TextTruncation.ellipsis, in: &request)
+                over = 0
+                touched = true
+                break
+            }
+            field.setText(TextTruncation.ellipsis, in: &request)
+            over -= escaped - TextTruncation.ellipsisSize
+            touched = true
+        }
+        guard over == 0 else {
+            let names = fields.map(\.name).joined(separator: ", ")
+            let how = touched ? "even with the alert text (\(names)) shortened to \"…\"" : "and has no alert text (\(names)) to shorten"
+            throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit), \(how): \(over) bytes over")
+        }
+        let payload = try builder.build(&request)
+        guard payload.count <= limit else {
+            // Cannot happen when the sizes above are right; never send over the limit regardless.
+            throw StageFailure("payload is \(payload.count) bytes after truncation, over the limit of \(limit)")
+        }
+        envelope.request = request
+        envelope.payload = payload
+    }
+}
