@@ -65,6 +65,28 @@ public struct APSPayloadBuilder: PayloadBuilder {
         return n
     }
 
+    /// Where the escaped text of `field` starts in the payload ``write(_:into:)``
+    /// makes of the structured `request`, or `nil` when the field is absent or
+    /// the request is in raw form. Computed from the escaped sizes of the
+    /// alert's earlier fields: the size guard splices a shortened text into
+    /// the payload without re-encoding it.
+    public static func textOffset(of field: TruncatableField, in request: NotificationRequest) -> Int? {
+        guard request.rawPayload == nil, let alert = request.aps.alert else { return nil }
+        let head = 16  // {"aps":{"alert":
+        if alert.isBodyOnly { return field == .body ? head + 1 : nil }
+        var offset = head + 1  // {
+        if let title = alert.title {
+            if field == .title { return offset + 9 }  // "title":"
+            offset += 9 + JSONWriter.escapedSize(of: title) + 2  // ",
+        }
+        if let subtitle = alert.subtitle {
+            if field == .subtitle { return offset + 12 }  // "subtitle":"
+            offset += 12 + JSONWriter.escapedSize(of: subtitle) + 2
+        }
+        if alert.body != nil && field == .body { return offset + 8 }  // "body":"
+        return nil
+    }
+
     /// Writes a validated structured request.
     static func write(_ request: NotificationRequest, into w: inout JSONWriter) {
         let aps = request.aps

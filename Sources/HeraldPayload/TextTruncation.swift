@@ -11,27 +11,38 @@ public enum TextTruncation {
     /// The longest prefix of `text` that ends on a grapheme-cluster boundary
     /// and takes at most `budget` bytes once escaped for JSON.
     ///
-    /// Runs in one pass over the bytes up to the cut, then steps back to the
-    /// nearest cluster boundary; the text is not re-encoded per attempt.
+    /// Runs in one pass over the bytes up to the cut (eight at a time where
+    /// nothing needs escaping), then steps back to the nearest cluster
+    /// boundary; the text is not re-encoded per attempt.
     public static func longestPrefix(of text: String, fittingEscapedBytes budget: Int) -> Substring {
-        let utf8 = text.utf8
-        var used = 0
-        var cut = utf8.startIndex
-        let end = utf8.endIndex
-        // Walk the bytes while they fit: the largest byte offset within budget.
-        while cut != end {
-            let n = JSONWriter.escapedSize(of: utf8[cut])
-            if used + n > budget { break }
-            used += n
-            utf8.formIndex(after: &cut)
+        cut(text, budget: budget).prefix
+    }
+
+    /// ``longestPrefix(of:fittingEscapedBytes:)`` and the prefix's escaped size.
+    static func cut(_ text: String, budget: Int) -> (prefix: Substring, escapedSize: Int) {
+        let result = text.utf8.withContiguousStorageIfAvailable { buf -> (Substring, Int) in
+            let raw = UnsafeRawBufferPointer(buf)
+            let (fitting, used) = JSONWriter.escapedPrefix(utf8: raw, budget: budget)
+            if fitting == raw.count { return (text[...], used) }
+            let utf8 = text.utf8
+            var cut = utf8.index(utf8.startIndex, offsetBy: fitting)
+            var offset = fitting
+            // Step back to a grapheme-cluster boundary (a scalar boundary first).
+            while offset > 0 {
+                if let boundary = String.Index(cut, within: text) {
+                    // The prefix's escaped size: the fitting bytes' minus that of the bytes stepped over.
+                    let dropped = JSONWriter.escapedSize(utf8: UnsafeRawBufferPointer(rebasing: raw[offset..<fitting]))
+                    return (text[..<boundary], used - dropped)
+                }
+                utf8.formIndex(before: &cut)
+                offset -= 1
+            }
+            return (text[..<text.startIndex], 0)
         }
-        if cut == end { return text[...] }
-        // Step back to a grapheme-cluster boundary (a scalar boundary first).
-        while cut != utf8.startIndex {
-            if let boundary = String.Index(cut, within: text) { return text[..<boundary] }
-            utf8.formIndex(before: &cut)
-        }
-        return text[..<text.startIndex]
+        if let result { return result }
+        var native = text  // bridged or otherwise non-contiguous: make it native UTF-8 first
+        native.makeContiguousUTF8()
+        return cut(native, budget: budget)
     }
 }
 

@@ -34,35 +34,46 @@ public struct TruncatingSizeGuard: SizeGuard {
         let size = envelope.payload.count
         guard size > limit else { return }
         var over = size - limit
-        var request = envelope.request
-        var touched = false
+        // The new texts, decided from escaped sizes alone; applied only if the payload can fit.
+        var cuts: [(field: TruncatableField, text: String)] = []
+        var splice: (field: TruncatableField, escapedPrefix: Int, escapedOld: Int)?
         for field in fields {
-            guard let text = field.text(in: request) else { continue }
+            guard let text = field.text(in: envelope.request) else { continue }
             let escaped = JSONWriter.escapedSize(of: text)
             guard escaped > TextTruncation.ellipsisSize else { continue }  // "…" would not save anything
             if escaped - TextTruncation.ellipsisSize >= over {
-                let budget = escaped - over - TextTruncation.ellipsisSize
-                let prefix = TextTruncation.longestPrefix(of: text, fittingEscapedBytes: budget)
-                field.setText(prefix + TextTruncation.ellipsis, in: &request)
+                let (prefix, escapedPrefix) = TextTruncation.cut(text, budget: escaped - over - TextTruncation.ellipsisSize)
+                var shortened = String(prefix)  // not `prefix + "…"`, which counts the prefix's characters first
+                shortened += TextTruncation.ellipsis
+                cuts.append((field, shortened))
+                if cuts.count == 1 { splice = (field, escapedPrefix, escaped) }
                 over = 0
-                touched = true
                 break
             }
-            field.setText(TextTruncation.ellipsis, in: &request)
+            cuts.append((field, TextTruncation.ellipsis))
             over -= escaped - TextTruncation.ellipsisSize
-            touched = true
         }
         guard over == 0 else {
             let names = fields.map(\.name).joined(separator: ", ")
-            let how = touched ? "even with the alert text (\(names)) shortened to \"…\"" : "and has no alert text (\(names)) to shorten"
+            let how = cuts.isEmpty ? "and has no alert text (\(names)) to shorten" : "even with the alert text (\(names)) shortened to \"…\""
             throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit), \(how): \(over) bytes over")
         }
-        let payload = try builder.build(&request)
-        guard payload.count <= limit else {
-            // Cannot happen when the sizes above are right; never send over the limit regardless.
-            throw StageFailure("payload is \(payload.count) bytes after truncation, over the limit of \(limit)")
+        if let splice, let start = APSPayloadBuilder.textOffset(of: splice.field, in: envelope.request) {
+            // One field changes: its escaped prefix is already in the payload; cut the rest, add "…".
+            let keep = start + splice.escapedPrefix
+            envelope.payload.replaceSubrange(keep..<(start + splice.escapedOld), with: Self.ellipsisBytes)
+            splice.field.setText(cuts[0].text, in: &envelope.request)
+        } else {
+            var request = envelope.request
+            for (field, text) in cuts { field.setText(text, in: &request) }
+            envelope.payload = try builder.build(&request)
+            envelope.request = request
         }
-        envelope.request = request
-        envelope.payload = payload
+        guard envelope.payload.count <= limit else {
+            // Cannot happen when the sizes above are right; never send over the limit regardless.
+            throw StageFailure("payload is \(envelope.payload.count) bytes after truncation, over the limit of \(limit)")
+        }
     }
+
+    static let ellipsisBytes: [UInt8] = Array(TextTruncation.ellipsis.utf8)
 }

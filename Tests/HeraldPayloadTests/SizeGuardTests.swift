@@ -227,6 +227,9 @@ struct SizeGuardTests {
                 return
             }
             #expect(e.payload.count <= limit)
+            // The spliced payload is exactly what the builder makes of the shortened request.
+            var rebuilt = e.request
+            #expect((try? APSPayloadBuilder().build(&rebuilt)) == e.payload)
             guard let parsed = try? JSONParser.parse(e.payload),
                 let newBody = parsed.objectValue?["aps"]?.objectValue?["alert"]?.stringValue
             else { Issue.record("invalid payload"); return }
@@ -272,6 +275,8 @@ struct SizeGuardTests {
             }
             #expect(e.payload.count <= limit)
             #expect((try? JSONParser.parse(e.payload)) != nil)
+            var rebuilt = e.request
+            #expect((try? APSPayloadBuilder().build(&rebuilt)) == e.payload)
             let a = e.request.aps.alert!
             if original > limit {
                 // The title is cut only if the subtitle and body are at their shortest.
@@ -279,6 +284,29 @@ struct SizeGuardTests {
                 if a.subtitle != subtitle { #expect(a.body == "…" || JSONWriter.escapedSize(of: body) <= 3) }
             } else {
                 #expect(a.body == body && a.title == title && a.subtitle == subtitle)
+            }
+        }
+    }
+
+    @Test("property: the builder reports where each alert text sits in the payload")
+    func textOffsets() async {
+        await propertyCheck(count: 300, input: textGen, textGen, textGen, Gen.int(in: 0...7)) { body, subtitle, title, mask in
+            var aps = APS()
+            aps.alert = Alert(body: mask & 1 != 0 ? body : nil, title: mask & 2 != 0 ? title : nil, subtitle: mask & 4 != 0 ? subtitle : nil)
+            aps.badge = 1
+            var r = request(aps)
+            guard let payload = try? APSPayloadBuilder().build(&r) else { Issue.record("build failed"); return }
+            for field in TruncatableField.all {
+                guard let text = field.text(in: r) else {
+                    #expect(APSPayloadBuilder.textOffset(of: field, in: r) == nil)
+                    continue
+                }
+                guard let offset = APSPayloadBuilder.textOffset(of: field, in: r) else { Issue.record("no offset for \(field)"); continue }
+                var w = JSONWriter()
+                w.string(text)
+                let escaped = w.bytes.dropFirst().dropLast()
+                #expect(offset + escaped.count < payload.count && Array(payload[offset..<(offset + escaped.count)]) == Array(escaped), "\(field)")
+                #expect(payload[offset - 1] == UInt8(ascii: "\"") && payload[offset + escaped.count] == UInt8(ascii: "\""))
             }
         }
     }

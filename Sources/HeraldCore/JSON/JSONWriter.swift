@@ -32,18 +32,45 @@ public struct JSONWriter: Sendable {
     }
 
     /// Writes UTF-8 bytes as an escaped JSON string, quotes included.
+    ///
+    /// Scans eight bytes at a time for bytes that need escaping, and copies
+    /// the runs between them in one piece.
     public mutating func string(utf8 buf: UnsafeRawBufferPointer) {
         bytes.append(UInt8(ascii: "\""))
+        let count = buf.count
         var runStart = 0
-        for k in 0..<buf.count {
+        var k = 0
+        while k < count {
+            if k &+ 8 <= count && !JSONWriter.needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
+                k &+= 8
+                continue
+            }
             let c = buf[k]
-            guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-            if runStart < k { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
-            JSONWriter.appendEscape(c, to: &bytes)
-            runStart = k + 1
+            if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") {
+                if runStart < k { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
+                JSONWriter.appendEscape(c, to: &bytes)
+                runStart = k &+ 1
+            }
+            k &+= 1
         }
-        if runStart < buf.count { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[runStart..<buf.count])) }
+        if runStart < count { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<count])) }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    @inline(__always) mutating func appendBytes(_ raw: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: raw.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Whether any of the eight bytes of `w` is a control character, `"` or `\`.
+    @inline(__always) static func needsEscape(_ w: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        let control = (w &- ones &* 0x20) & ~w & high  // some byte < 0x20
+        let q = w ^ (ones &* 0x22)
+        let quote = (q &- ones) & ~q & high  // some byte == '"'
+        let b = w ^ (ones &* 0x5C)
+        let backslash = (b &- ones) & ~b & high  // some byte == '\\'
+        return (control | quote | backslash) != 0
     }
 
     static func appendEscape(_ c: UInt8, to bytes: inout [UInt8]) {
@@ -74,9 +101,47 @@ public struct JSONWriter: Sendable {
 
     /// The number of bytes `s` takes as a JSON string, without its quotes.
     public static func escapedSize(of s: String) -> Int {
+        if let n = s.utf8.withContiguousStorageIfAvailable({ escapedSize(utf8: UnsafeRawBufferPointer($0)) }) { return n }
         var n = 0
-        for c in s.utf8 { n += escapedSize(of: c) }
+        for c in s.utf8 { n &+= escapedSize(of: c) }
         return n
+    }
+
+    /// The number of bytes UTF-8 text takes as a JSON string, without its quotes.
+    public static func escapedSize(utf8 buf: UnsafeRawBufferPointer) -> Int {
+        let count = buf.count
+        var n = count
+        var k = 0
+        while k < count {
+            if k &+ 8 <= count && !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
+                k &+= 8
+                continue
+            }
+            n &+= escapedSize(of: buf[k]) &- 1
+            k &+= 1
+        }
+        return n
+    }
+
+    /// The longest prefix of UTF-8 text whose escaped size is at most `budget`:
+    /// its length in bytes and its escaped size. The cut may fall inside a
+    /// scalar or a grapheme cluster; callers round it down as they need.
+    public static func escapedPrefix(utf8 buf: UnsafeRawBufferPointer, budget: Int) -> (count: Int, escapedSize: Int) {
+        let count = buf.count
+        var used = 0
+        var k = 0
+        while k < count {
+            if k &+ 8 <= count && used &+ 8 <= budget && !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
+                k &+= 8
+                used &+= 8
+                continue
+            }
+            let n = escapedSize(of: buf[k])
+            if used &+ n > budget { break }
+            used &+= n
+            k &+= 1
+        }
+        return (k, used)
     }
 
     /// Writes an integer.

@@ -1,0 +1,243 @@
+import ArgumentParser
+import Foundation
+import HeraldCore
+import HeraldPayload
+
+/// `herald bench payload`: payloads per second for a fixed mix, next to
+/// Foundation's `JSONEncoder` encoding the same notifications in the same run.
+struct BenchPayload: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "payload",
+        abstract: "Build + size-guard payloads for the seeds' examples and truncation cases; JSONEncoder as the baseline."
+    )
+
+    @Option(help: "Payloads to build with Herald's builder.")
+    var count = 5_000_000
+
+    @Option(help: "Payloads to encode with JSONEncoder (the baseline).")
+    var baselineCount = 300_000
+
+    @Option(help: "Timed rounds of each; the best round counts.")
+    var rounds = 3
+
+    func run() async throws {
+        let mix = try PayloadBenchMix.requests()
+        let limit = SizeLimit.legacyBinary
+        let build = BuildPayloadStage(APSPayloadBuilder())
+        let size = SizeGuardStage(TruncatingSizeGuard(limit: limit))
+
+        // The final payloads, and the same notifications (after truncation) as Codable structs.
+        var finals: [[UInt8]] = []
+        var codables: [CodablePayload] = []
+        var truncated = 0
+        for r in mix {
+            var e = Envelope(sequence: 0, request: r)
+            try build.apply(&e)
+            let before = e.payload.count
+            try size.apply(&e)
+            if e.payload.count != before { truncated += 1 }
+            finals.append(e.payload)
+            codables.append(CodablePayload(e.request))
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        var equivalent = true
+        for (c, f) in zip(codables, finals) {
+            let theirs = try JSONParser.parse(Array(try encoder.encode(c)))
+            let ours = try JSONParser.parse(f)
+            equivalent = equivalent && theirs.semanticallyEquals(ours)
+        }
+
+        var bytes = 0
+        /// Best-of-rounds seconds to build and guard `n` payloads cycling through `requests`.
+        func time(_ requests: [NotificationRequest], _ n: Int) async throws -> Double {
+            var best = Double.infinity
+            for _ in 0..<rounds {
+                let t = try await measure {
+                    var k = 0
+                    for _ in 0..<n {
+                        var e = Envelope(sequence: 0, request: requests[k])
+                        try build.apply(&e)
+                        try size.apply(&e)
+                        bytes &+= e.payload.count
+                        k += 1
+                        if k == requests.count { k = 0 }
+                    }
+                }
+                best = min(best, t)
+            }
+            return best
+        }
+        let best = try await time(mix, count)
+        let seedsOnly = try await time(Array(mix.prefix(PayloadBenchMix.lines.count)), count / 2)
+        let truncationOnly = try await time(Array(mix.dropFirst(PayloadBenchMix.lines.count)), count / 4)
+        var baselineBest = Double.infinity
+        for _ in 0..<rounds {
+            let t = try await measure {
+                var k = 0
+                for _ in 0..<baselineCount {
+                    bytes &+= try encoder.encode(codables[k]).count
+                    k += 1
+                    if k == codables.count { k = 0 }
+                }
+            }
+            baselineBest = min(baselineBest, t)
+        }
+
+        let rate = Double(count) / best
+        let baselineRate = Double(baselineCount) / baselineBest
+        var report = BenchReport()
+        report.add("benchmark", "payload")
+        report.add("mix", mix.count)
+        report.add("mix_truncated", truncated)
+        report.add("limit", limit.bytes)
+        report.add("payloads", count)
+        report.add("seconds", best, places: 3)
+        report.add("payloads_per_second", rate, places: 0)
+        report.add("ns_per_payload", 1e9 / rate, places: 1)
+        report.add("seed_examples_payloads_per_second", Double(count / 2) / seedsOnly, places: 0)
+        report.add("truncation_cases_payloads_per_second", Double(count / 4) / truncationOnly, places: 0)
+        report.add("jsonencoder_payloads", baselineCount)
+        report.add("jsonencoder_payloads_per_second", baselineRate, places: 0)
+        report.add("speedup_vs_jsonencoder", rate / baselineRate, places: 1)
+        report.add("jsonencoder_output_equivalent", equivalent)
+        report.add("goal_payloads_per_second", 3_000_000)
+        report.add("goal_speedup", 15)
+        report.add("goal_met", rate >= 3_000_000 && rate / baselineRate >= 15)
+        if bytes == -1 { report.add("sink", bytes) }
+        report.print()
+    }
+}
+
+/// The fixed mix: the seeds' example payloads and texts that need truncating at 256 bytes.
+enum PayloadBenchMix {
+    static let lines: [String] = [
+        // The payload guides' five examples and the current reference's three listings.
+        #"{"alert":"Message received from Bob","custom":{"acme2":["bang","whiz"]}}"#,
+        #"{"alert":{"body":"Bob wants to play poker","action-loc-key":"PLAY"},"badge":5,"custom":{"acme1":"bar","acme2":["bang","whiz"]}}"#,
+        #"{"alert":"You got your emails.","badge":9,"sound":"bingbong.aiff","custom":{"acme1":"bar","acme2":42}}"#,
+        #"{"alert":{"loc-key":"GAME_PLAY_REQUEST_FORMAT","loc-args":["Jenna","Frank"]},"sound":"chime","custom":{"acme":"foo"}}"#,
+        #"{"custom":{"acme2":[5,8]}}"#,
+        #"{"alert":{"title":"Game Request","subtitle":"Five Card Draw","body":"Bob wants to play poker"},"category":"GAME_INVITATION","custom":{"gameID":"12345678"}}"#,
+        #"{"badge":9,"sound":"bingbong.aiff","custom":{"messageID":"ABCDEFGHIJ"}}"#,
+        #"{"alert":{"loc-key":"GAME_PLAY_REQUEST_FORMAT","loc-args":["Shelly","Rick"]}}"#,
+    ]
+
+    /// Long texts, over 256 bytes: ASCII, emoji with joiners and skin tones, CJK with quotes, RTL with marks.
+    static let longTexts: [String] = [
+        String(repeating: "Your order #1234 has shipped and will arrive on Tuesday. ", count: 8),
+        String(repeating: "Gol! ⚽️ 👩🏽‍🦱👨‍👩‍👧‍👦 🇫🇷 ", count: 12),
+        String(repeating: "「東京」で\"会議\"があります。\\ ", count: 14),
+        String(repeating: "שָׁלוֹם עֲלֵיכֶם é\u{301} ", count: 12),
+    ]
+
+    static func requests() throws -> [NotificationRequest] {
+        let token = DeviceToken(bytes: (0..<32).map { UInt8($0) })
+        var out: [NotificationRequest] = []
+        for line in lines {
+            var r = try RequestDecoder().decode(JSONParser.parse(line.replacingOccurrences(of: "{", with: "{\"token\":\"\(token.hex)\",", options: [.anchored])))
+            r.topic = "com.example.app"
+            out.append(r)
+        }
+        for (k, text) in longTexts.enumerated() {
+            var aps = APS()
+            aps.alert = Alert(body: text, title: k % 2 == 0 ? "Update" : nil)
+            aps.badge = k
+            aps.sound = .named("default")
+            out.append(NotificationRequest(token: token, aps: aps, custom: JSONObject([("id", .int(k))]), topic: "com.example.app"))
+        }
+        return out
+    }
+}
+
+/// The same notifications as Codable structs, for the JSONEncoder baseline.
+struct CodablePayload: Encodable {
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ s: String) { stringValue = s }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    struct CodableAlert: Encodable {
+        var title: String?
+        var subtitle: String?
+        var body: String?
+        var actionLocKey: String?
+        var locKey: String?
+        var locArgs: [String]?
+        enum CodingKeys: String, CodingKey {
+            case title, subtitle, body
+            case actionLocKey = "action-loc-key"
+            case locKey = "loc-key"
+            case locArgs = "loc-args"
+        }
+    }
+
+    enum AlertValue: Encodable {
+        case string(String)
+        case dictionary(CodableAlert)
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.singleValueContainer()
+            switch self {
+            case .string(let s): try c.encode(s)
+            case .dictionary(let d): try c.encode(d)
+            }
+        }
+    }
+
+    struct CodableAPS: Encodable {
+        var alert: AlertValue?
+        var badge: Int?
+        var sound: String?
+        var category: String?
+    }
+
+    enum Value: Encodable {
+        case string(String)
+        case int(Int)
+        case array([Value])
+        func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .string(let s): var c = encoder.singleValueContainer(); try c.encode(s)
+            case .int(let n): var c = encoder.singleValueContainer(); try c.encode(n)
+            case .array(let a): var c = encoder.unkeyedContainer(); for v in a { try c.encode(v) }
+            }
+        }
+        init(_ v: JSONValue) {
+            switch v {
+            case .string(let s): self = .string(s)
+            case .number(let n): self = .int(n.intValue ?? 0)
+            case .array(let a): self = .array(a.map(Value.init))
+            default: self = .string("")
+            }
+        }
+    }
+
+    var aps: CodableAPS
+    var custom: [(String, Value)]
+
+    init(_ r: NotificationRequest) {
+        var alert: AlertValue?
+        if let a = r.aps.alert {
+            if a.isBodyOnly, let body = a.body {
+                alert = .string(body)
+            } else {
+                alert = .dictionary(CodableAlert(
+                    title: a.title, subtitle: a.subtitle, body: a.body, actionLocKey: a.actionLocKey ?? nil,
+                    locKey: a.locKey, locArgs: a.locArgs))
+            }
+        }
+        var sound: String?
+        if case .named(let s)? = r.aps.sound { sound = s }
+        aps = CodableAPS(alert: alert, badge: r.aps.badge, sound: sound, category: r.aps.category)
+        custom = r.custom.map { ($0.key, Value($0.value)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(aps, forKey: Key("aps"))
+        for (k, v) in custom { try c.encode(v, forKey: Key(k)) }
+    }
+}
