@@ -44,9 +44,15 @@ public enum PayloadValidator {
     }
 
     static func validateLiveActivity(_ aps: APS, context: String) throws(StageFailure) {
-        for (name, value) in [("timestamp", aps.timestamp), ("stale-date", aps.staleDate), ("dismissal-date", aps.dismissalDate)] {
+        guard aps.event != nil || aps.timestamp != nil || aps.contentState != nil || aps.staleDate != nil
+            || aps.dismissalDate != nil || aps.attributesType != nil || aps.attributes != nil
+        else { return }  // not a Live Activity push
+        func seconds(_ value: Int?, _ name: String) throws(StageFailure) {
             if let value, value < 0 { throw StageFailure("\"\(context)\(name)\" must be UNIX seconds (0 or more), got \(value)") }
         }
+        try seconds(aps.timestamp, "timestamp")
+        try seconds(aps.staleDate, "stale-date")
+        try seconds(aps.dismissalDate, "dismissal-date")
         if let v = aps.contentState, v.objectValue == nil {
             throw StageFailure("\"\(context)content-state\" must be an object, got \(v.typeName)")
         }

@@ -18,6 +18,16 @@ public enum TextTruncation {
         cut(text, budget: budget).prefix
     }
 
+    /// `prefix` followed by "…", in one allocation (not `prefix + "…"`, which
+    /// would count the prefix's characters first).
+    static func appendingEllipsis(_ prefix: Substring) -> String {
+        var s = ""
+        s.reserveCapacity(prefix.utf8.count + ellipsisSize)
+        s.append(contentsOf: prefix)  // a copy of valid UTF-8: no re-validation
+        s.append(ellipsis)
+        return s
+    }
+
     /// ``longestPrefix(of:fittingEscapedBytes:)`` and the prefix's escaped size.
     static func cut(_ text: String, budget: Int) -> (prefix: Substring, escapedSize: Int) {
         let result = text.utf8.withContiguousStorageIfAvailable { buf -> (Substring, Int) in

@@ -34,38 +34,36 @@ public struct TruncatingSizeGuard: SizeGuard {
         let size = envelope.payload.count
         guard size > limit else { return }
         var over = size - limit
-        // The new texts, decided from escaped sizes alone; applied only if the payload can fit.
-        var cuts: [(field: TruncatableField, text: String)] = []
-        var splice: (field: TruncatableField, escapedPrefix: Int, escapedOld: Int)?
+        // Decided from escaped sizes alone, applied only once the payload is known to fit:
+        // `cut` is the field cut to a prefix (at most one), `minimal` the fields before it, cut to "…".
+        var minimal: [TruncatableField] = []
+        var cut: (field: TruncatableField, text: String, escapedPrefix: Int, escapedOld: Int)?
         for field in fields {
             guard let text = field.text(in: envelope.request) else { continue }
             let escaped = JSONWriter.escapedSize(of: text)
             guard escaped > TextTruncation.ellipsisSize else { continue }  // "…" would not save anything
             if escaped - TextTruncation.ellipsisSize >= over {
                 let (prefix, escapedPrefix) = TextTruncation.cut(text, budget: escaped - over - TextTruncation.ellipsisSize)
-                var shortened = String(prefix)  // not `prefix + "…"`, which counts the prefix's characters first
-                shortened += TextTruncation.ellipsis
-                cuts.append((field, shortened))
-                if cuts.count == 1 { splice = (field, escapedPrefix, escaped) }
+                cut = (field, TextTruncation.appendingEllipsis(prefix), escapedPrefix, escaped)
                 over = 0
                 break
             }
-            cuts.append((field, TextTruncation.ellipsis))
+            minimal.append(field)
             over -= escaped - TextTruncation.ellipsisSize
         }
         guard over == 0 else {
             let names = fields.map(\.name).joined(separator: ", ")
-            let how = cuts.isEmpty ? "and has no alert text (\(names)) to shorten" : "even with the alert text (\(names)) shortened to \"…\""
+            let how = minimal.isEmpty ? "and has no alert text (\(names)) to shorten" : "even with the alert text (\(names)) shortened to \"…\""
             throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit), \(how): \(over) bytes over")
         }
-        if let splice, let start = APSPayloadBuilder.textOffset(of: splice.field, in: envelope.request) {
-            // One field changes: its escaped prefix is already in the payload; cut the rest, add "…".
-            let keep = start + splice.escapedPrefix
-            envelope.payload.replaceSubrange(keep..<(start + splice.escapedOld), with: Self.ellipsisBytes)
-            splice.field.setText(cuts[0].text, in: &envelope.request)
+        if minimal.isEmpty, let cut, let start = APSPayloadBuilder.textOffset(of: cut.field, in: envelope.request) {
+            // One field changes: its escaped prefix is already in the payload; drop the rest, add "…".
+            envelope.payload.replaceSubrange((start + cut.escapedPrefix)..<(start + cut.escapedOld), with: Self.ellipsisBytes)
+            cut.field.setText(cut.text, in: &envelope.request)
         } else {
             var request = envelope.request
-            for (field, text) in cuts { field.setText(text, in: &request) }
+            for field in minimal { field.setText(TextTruncation.ellipsis, in: &request) }
+            if let cut { cut.field.setText(cut.text, in: &request) }
             envelope.payload = try builder.build(&request)
             envelope.request = request
         }

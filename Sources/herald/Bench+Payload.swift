@@ -49,39 +49,65 @@ struct BenchPayload: AsyncParsableCommand {
         }
 
         var bytes = 0
-        /// Best-of-rounds seconds to build and guard `n` payloads cycling through `requests`.
+        let batchSize = 4096
+        /// Best-of-rounds seconds for the payload and size-guard stages to process `n`
+        /// envelopes cycling through `requests`, in batches as the pipeline hands them over.
+        /// Making each batch's envelopes (the source's work) and freeing them are not timed.
+        /// Time is this process's CPU time: the rate on one core, whatever else the machine runs.
         func time(_ requests: [NotificationRequest], _ n: Int) async throws -> Double {
             var best = Double.infinity
             for _ in 0..<rounds {
-                let t = try await measure {
-                    var k = 0
-                    for _ in 0..<n {
-                        var e = Envelope(sequence: 0, request: requests[k])
-                        try build.apply(&e)
-                        try size.apply(&e)
-                        bytes &+= e.payload.count
+                var total = Duration.zero
+                var done = 0
+                var k = 0
+                while done < n {
+                    var batch: [Envelope] = []
+                    batch.reserveCapacity(batchSize)
+                    for _ in 0..<min(batchSize, n - done) {
+                        batch.append(Envelope(sequence: UInt64(done), request: requests[k]))
                         k += 1
                         if k == requests.count { k = 0 }
                     }
+                    let start = CPUTime.now()
+                    try await build.process(&batch)
+                    try await size.process(&batch)
+                    total += CPUTime.now() - start
+                    for e in batch {
+                        if let outcome = e.outcome { throw SetupError("unexpected outcome \(outcome)") }
+                        bytes &+= e.payload.count
+                    }
+                    done += batch.count
                 }
-                best = min(best, t)
+                best = min(best, seconds(total))
             }
             return best
         }
         let best = try await time(mix, count)
         let seedsOnly = try await time(Array(mix.prefix(PayloadBenchMix.lines.count)), count / 2)
         let truncationOnly = try await time(Array(mix.dropFirst(PayloadBenchMix.lines.count)), count / 4)
+
+        // The same for JSONEncoder over the Codable mirrors; its outputs are kept per batch and freed untimed too.
         var baselineBest = Double.infinity
         for _ in 0..<rounds {
-            let t = try await measure {
-                var k = 0
-                for _ in 0..<baselineCount {
-                    bytes &+= try encoder.encode(codables[k]).count
+            var total = Duration.zero
+            var done = 0
+            var k = 0
+            var outputs: [Data] = []
+            outputs.reserveCapacity(batchSize)
+            while done < baselineCount {
+                let m = min(batchSize, baselineCount - done)
+                let start = CPUTime.now()
+                for _ in 0..<m {
+                    outputs.append(try encoder.encode(codables[k]))
                     k += 1
                     if k == codables.count { k = 0 }
                 }
+                total += CPUTime.now() - start
+                for d in outputs { bytes &+= d.count }
+                outputs.removeAll(keepingCapacity: true)
+                done += m
             }
-            baselineBest = min(baselineBest, t)
+            baselineBest = min(baselineBest, seconds(total))
         }
 
         let rate = Double(count) / best
@@ -92,7 +118,8 @@ struct BenchPayload: AsyncParsableCommand {
         report.add("mix_truncated", truncated)
         report.add("limit", limit.bytes)
         report.add("payloads", count)
-        report.add("seconds", best, places: 3)
+        report.add("timing", "process CPU time, best of \(rounds) rounds")
+        report.add("cpu_seconds", best, places: 3)
         report.add("payloads_per_second", rate, places: 0)
         report.add("ns_per_payload", 1e9 / rate, places: 1)
         report.add("seed_examples_payloads_per_second", Double(count / 2) / seedsOnly, places: 0)
@@ -239,5 +266,14 @@ struct CodablePayload: Encodable {
         var c = encoder.container(keyedBy: Key.self)
         try c.encode(aps, forKey: Key("aps"))
         for (k, v) in custom { try c.encode(v, forKey: Key(k)) }
+    }
+}
+
+/// This process's CPU time, so that rates mean "on one core" on a shared machine.
+enum CPUTime {
+    static func now() -> Duration {
+        var ts = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
+        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
     }
 }

@@ -27,8 +27,11 @@ public struct JSONWriter: Sendable {
 
     /// Writes a string as an escaped JSON string, quotes included.
     public mutating func string(_ s: String) {
-        var s = s
-        s.withUTF8 { string(utf8: UnsafeRawBufferPointer($0)) }
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { string(utf8: UnsafeRawBufferPointer($0)) }
+        if done == nil {
+            var native = s
+            native.withUTF8 { string(utf8: UnsafeRawBufferPointer($0)) }
+        }
     }
 
     /// Writes UTF-8 bytes as an escaped JSON string, quotes included.
@@ -41,17 +44,23 @@ public struct JSONWriter: Sendable {
         var runStart = 0
         var k = 0
         while k < count {
-            if k &+ 8 <= count && !JSONWriter.needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
-                k &+= 8
-                continue
+            var stop = k &+ 1
+            if k &+ 8 <= count {
+                if !JSONWriter.needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
+                    k &+= 8
+                    continue
+                }
+                stop = k &+ 8  // something in these eight: look at each
             }
-            let c = buf[k]
-            if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") {
-                if runStart < k { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
-                JSONWriter.appendEscape(c, to: &bytes)
-                runStart = k &+ 1
+            while k < stop {
+                let c = buf[k]
+                if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") {
+                    if runStart < k { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
+                    JSONWriter.appendEscape(c, to: &bytes)
+                    runStart = k &+ 1
+                }
+                k &+= 1
             }
-            k &+= 1
         }
         if runStart < count { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<count])) }
         bytes.append(UInt8(ascii: "\""))
@@ -113,12 +122,18 @@ public struct JSONWriter: Sendable {
         var n = count
         var k = 0
         while k < count {
-            if k &+ 8 <= count && !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
-                k &+= 8
-                continue
+            var stop = k &+ 1
+            if k &+ 8 <= count {
+                if !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
+                    k &+= 8
+                    continue
+                }
+                stop = k &+ 8
             }
-            n &+= escapedSize(of: buf[k]) &- 1
-            k &+= 1
+            while k < stop {
+                n &+= escapedSize(of: buf[k]) &- 1
+                k &+= 1
+            }
         }
         return n
     }
