@@ -310,4 +310,23 @@ struct SizeGuardTests {
             }
         }
     }
+
+    @Test("property: escaped sizes and prefixes match a byte-by-byte count")
+    func escapedSizes() async {
+        await propertyCheck(count: 500, input: textGen, Gen.int(in: -2...600)) { s, budget in
+            let bytes = Array(s.utf8)
+            #expect(JSONWriter.escapedSize(of: s) == bytes.reduce(0) { $0 + JSONWriter.escapedSize(of: $1) })
+            var w = JSONWriter()
+            w.string(s)
+            #expect(w.bytes.count == JSONWriter.escapedSize(of: s) + 2)
+            var used = 0
+            var k = 0
+            while k < bytes.count && used + JSONWriter.escapedSize(of: bytes[k]) <= budget {
+                used += JSONWriter.escapedSize(of: bytes[k])
+                k += 1
+            }
+            let got = bytes.withUnsafeBytes { JSONWriter.escapedPrefix(utf8: $0, budget: budget) }
+            #expect(got.count == k && got.escapedSize == used, "budget \(budget)")
+        }
+    }
 }

@@ -36,34 +36,34 @@ public struct JSONWriter: Sendable {
 
     /// Writes UTF-8 bytes as an escaped JSON string, quotes included.
     ///
-    /// Scans eight bytes at a time for bytes that need escaping, and copies
-    /// the runs between them in one piece.
+    /// Finds the bytes that need escaping eight at a time and copies the
+    /// runs between them in one piece.
     public mutating func string(utf8 buf: UnsafeRawBufferPointer) {
         bytes.append(UInt8(ascii: "\""))
         let count = buf.count
         var runStart = 0
-        var k = 0
-        while k < count {
-            var stop = k &+ 1
-            if k &+ 8 <= count {
-                if !JSONWriter.needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
-                    k &+= 8
-                    continue
-                }
-                stop = k &+ 8  // something in these eight: look at each
-            }
-            while k < stop {
-                let c = buf[k]
-                if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") {
-                    if runStart < k { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
-                    JSONWriter.appendEscape(c, to: &bytes)
-                    runStart = k &+ 1
-                }
-                k &+= 1
-            }
+        while true {
+            let k = JSONWriter.nextEscape(in: buf, from: runStart)
+            if runStart < k { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
+            if k == count { break }
+            JSONWriter.appendEscape(buf[k], to: &bytes)
+            runStart = k &+ 1
         }
-        if runStart < count { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<count])) }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The offset of the first byte at or after `start` that needs escaping
+    /// (a control character, `"` or `\`), or `buf.count`.
+    @inline(__always) static func nextEscape(in buf: UnsafeRawBufferPointer, from start: Int) -> Int {
+        let count = buf.count
+        var k = start
+        while k &+ 8 <= count && !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) { k &+= 8 }
+        while k < count {
+            let c = buf[k]
+            if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { return k }
+            k &+= 1
+        }
+        return count
     }
 
     @inline(__always) mutating func appendBytes(_ raw: UnsafeRawBufferPointer) {
@@ -121,42 +121,33 @@ public struct JSONWriter: Sendable {
         let count = buf.count
         var n = count
         var k = 0
-        while k < count {
-            var stop = k &+ 1
-            if k &+ 8 <= count {
-                if !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
-                    k &+= 8
-                    continue
-                }
-                stop = k &+ 8
-            }
-            while k < stop {
-                n &+= escapedSize(of: buf[k]) &- 1
-                k &+= 1
-            }
+        while true {
+            k = nextEscape(in: buf, from: k)
+            if k == count { return n }
+            n &+= escapedSize(of: buf[k]) &- 1
+            k &+= 1
         }
-        return n
     }
 
     /// The longest prefix of UTF-8 text whose escaped size is at most `budget`:
     /// its length in bytes and its escaped size. The cut may fall inside a
     /// scalar or a grapheme cluster; callers round it down as they need.
     public static func escapedPrefix(utf8 buf: UnsafeRawBufferPointer, budget: Int) -> (count: Int, escapedSize: Int) {
+        guard budget > 0 else { return (0, 0) }
         let count = buf.count
         var used = 0
         var k = 0
-        while k < count {
-            if k &+ 8 <= count && used &+ 8 <= budget && !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) {
-                k &+= 8
-                used &+= 8
-                continue
-            }
-            let n = escapedSize(of: buf[k])
-            if used &+ n > budget { break }
+        while true {
+            let e = nextEscape(in: buf, from: k)
+            // Bytes k..<e are written as they are: one byte each.
+            if used &+ (e &- k) >= budget { return (k &+ (budget &- used), budget) }
+            used &+= e &- k
+            if e == count { return (count, used) }
+            let n = escapedSize(of: buf[e])
+            if used &+ n > budget { return (e, used) }
             used &+= n
-            k &+= 1
+            k = e &+ 1
         }
-        return (k, used)
     }
 
     /// Writes an integer.
