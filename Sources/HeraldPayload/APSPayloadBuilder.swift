@@ -40,9 +40,22 @@ public struct APSPayloadBuilder: PayloadBuilder {
         }
         try PayloadValidator.validate(request)
         try PayloadValidator.applyPriorityRule(request.aps, to: &request)
-        var w = JSONWriter(capacity: Self.capacityEstimate(request))
+        // Write into a buffer of the estimated size; in the rare case it is too small, again into a growable one.
+        let capacity = Self.capacityEstimate(request)
+        if let bytes = Self.encode(request, capacity: capacity) { return bytes }
+        var w = JSONWriter(capacity: capacity * 2)
         Self.write(request, into: &w)
         return w.bytes
+    }
+
+    /// The payload in a buffer of `capacity` bytes, or `nil` if it does not fit.
+    static func encode(_ request: borrowing NotificationRequest, capacity: Int) -> [UInt8]? {
+        let base = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        defer { base.deallocate() }
+        var w = PayloadWriter(base: base, capacity: capacity)
+        write(request, into: &w)
+        if w.overflowed { return nil }
+        return Array(UnsafeBufferPointer(start: base, count: w.count))
     }
 
     /// A cheap estimate of the payload's size (exact when nothing needs escaping
@@ -62,7 +75,8 @@ public struct APSPayloadBuilder: PayloadBuilder {
         if let s = r.aps.category { n += s.utf8.count + 14 }
         if let s = r.aps.threadID { n += s.utf8.count + 14 }
         n += r.custom.count * 24
-        return n
+        if r.aps.contentState != nil || r.aps.attributes != nil { n += 256 }
+        return n + n / 8  // room for a few escapes
     }
 
     /// Where the escaped text of `field` starts in the payload ``write(_:into:)``
@@ -88,7 +102,7 @@ public struct APSPayloadBuilder: PayloadBuilder {
     }
 
     /// Writes a validated structured request.
-    static func write(_ request: NotificationRequest, into w: inout JSONWriter) {
+    static func write<W: PayloadSink>(_ request: NotificationRequest, into w: inout W) {
         let aps = request.aps
         w.raw("{\"aps\":{")
         var first = true
@@ -147,7 +161,7 @@ public struct APSPayloadBuilder: PayloadBuilder {
     }
 
     /// Writes the alert dictionary, keys in ``APSKey/alertOrder``.
-    static func writeAlert(_ alert: Alert, into w: inout JSONWriter) {
+    static func writeAlert<W: PayloadSink>(_ alert: Alert, into w: inout W) {
         w.byte(UInt8(ascii: "{"))
         var first = true
         if let s = alert.title { w.separator(&first); w.raw("\"title\":"); w.string(s) }
@@ -166,24 +180,6 @@ public struct APSPayloadBuilder: PayloadBuilder {
         if let s = alert.locKey { w.separator(&first); w.raw("\"loc-key\":"); w.string(s) }
         if let a = alert.locArgs { w.separator(&first); w.raw("\"loc-args\":"); w.strings(a) }
         w.byte(UInt8(ascii: "}"))
-    }
-}
-
-extension JSONWriter {
-    /// Writes a comma unless this is the first member.
-    @inline(__always) mutating func separator(_ first: inout Bool) {
-        if first { first = false } else { byte(UInt8(ascii: ",")) }
-    }
-
-    /// Writes an array of strings.
-    @inline(__always) mutating func strings(_ a: [String]) {
-        byte(UInt8(ascii: "["))
-        var first = true
-        for s in a {
-            separator(&first)
-            string(s)
-        }
-        byte(UInt8(ascii: "]"))
     }
 }
 

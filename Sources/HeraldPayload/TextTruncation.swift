@@ -83,11 +83,10 @@ public struct TruncatableField: Sendable, Hashable, CustomStringConvertible {
             default: return nil
             }
         }
-        guard let alert = request.aps.alert else { return nil }
-        switch name {
-        case "body": return alert.body
-        case "subtitle": return alert.subtitle
-        case "title": return alert.title
+        switch name {  // optional chains, so the alert is not copied
+        case "body": return request.aps.alert?.body
+        case "subtitle": return request.aps.alert?.subtitle
+        case "title": return request.aps.alert?.title
         default: return nil
         }
     }

@@ -53,8 +53,8 @@ public struct JSONWriter: Sendable {
     }
 
     /// The offset of the first byte at or after `start` that needs escaping
-    /// (a control character, `"` or `\`), or `buf.count`.
-    @inline(__always) static func nextEscape(in buf: UnsafeRawBufferPointer, from start: Int) -> Int {
+    /// (a control character, `"` or `\`), or `buf.count`. Scans eight bytes at a time.
+    @inline(__always) public static func nextEscape(in buf: UnsafeRawBufferPointer, from start: Int) -> Int {
         let count = buf.count
         var k = start
         while k &+ 8 <= count && !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) { k &+= 8 }
