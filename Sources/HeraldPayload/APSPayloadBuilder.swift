@@ -50,12 +50,12 @@ public struct APSPayloadBuilder: PayloadBuilder {
 
     /// The payload in a buffer of `capacity` bytes, or `nil` if it does not fit.
     static func encode(_ request: borrowing NotificationRequest, capacity: Int) -> [UInt8]? {
-        let base = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
-        defer { base.deallocate() }
-        var w = PayloadWriter(base: base, capacity: capacity)
-        write(request, into: &w)
-        if w.overflowed { return nil }
-        return Array(UnsafeBufferPointer(start: base, count: w.count))
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer -> [UInt8]? in
+            var w = PayloadWriter(base: buffer.baseAddress!, capacity: capacity)
+            write(request, into: &w)
+            if w.overflowed { return nil }
+            return Array(UnsafeBufferPointer(start: buffer.baseAddress!, count: w.count))
+        }
     }
 
     /// A cheap estimate of the payload's size (exact when nothing needs escaping

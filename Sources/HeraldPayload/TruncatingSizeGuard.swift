@@ -56,7 +56,9 @@ public struct TruncatingSizeGuard: SizeGuard {
             let how = minimal.isEmpty ? "and has no alert text (\(names)) to shorten" : "even with the alert text (\(names)) shortened to \"…\""
             throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit), \(how): \(over) bytes over")
         }
-        if minimal.isEmpty, let cut, let start = APSPayloadBuilder.textOffset(of: cut.field, in: envelope.request) {
+        if minimal.isEmpty, let cut, let start = APSPayloadBuilder.textOffset(of: cut.field, in: envelope.request),
+            Self.isString(at: start, length: cut.escapedOld, in: envelope.payload)
+        {
             // One field changes: its escaped prefix is already in the payload; drop the rest, add "…".
             envelope.payload.replaceSubrange((start + cut.escapedPrefix)..<(start + cut.escapedOld), with: Self.ellipsisBytes)
             cut.field.setText(cut.text, in: &envelope.request)
@@ -74,4 +76,12 @@ public struct TruncatingSizeGuard: SizeGuard {
     }
 
     static let ellipsisBytes: [UInt8] = Array(TextTruncation.ellipsis.utf8)
+
+    /// Whether `payload` has a string's quotes around `start..<start + length`: the payload is the
+    /// builder's for this request (a custom stage may have changed one without the other; then the
+    /// payload is rebuilt rather than spliced).
+    static func isString(at start: Int, length: Int, in payload: [UInt8]) -> Bool {
+        start >= 1 && start + length < payload.count
+            && payload[start - 1] == UInt8(ascii: "\"") && payload[start + length] == UInt8(ascii: "\"")
+    }
 }
