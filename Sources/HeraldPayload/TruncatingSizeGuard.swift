@@ -31,6 +31,11 @@ public struct TruncatingSizeGuard: SizeGuard {
     }
 
     public func enforce(_ envelope: inout Envelope) throws(StageFailure) {
+        try enforce(&envelope, fresh: false)
+    }
+
+    /// `fresh`: the payload was just rebuilt from the request here, so sizes derived from it are right.
+    func enforce(_ envelope: inout Envelope, fresh: Bool) throws(StageFailure) {
         let size = envelope.payload.count
         guard size > limit else { return }
         var over = size - limit
@@ -66,7 +71,14 @@ public struct TruncatingSizeGuard: SizeGuard {
             var request = envelope.request
             for field in minimal { field.setText(TextTruncation.ellipsis, in: &request) }
             if let cut { cut.field.setText(cut.text, in: &request) }
-            envelope.payload = try builder.build(&request)
+            let payload = try builder.build(&request)
+            if payload.count > limit && !fresh {
+                // The payload was not the builder's for this request (a custom stage changed one of
+                // them): the sizes above were off. Build it afresh and decide again, once.
+                envelope.payload = try builder.build(&envelope.request)
+                return try enforce(&envelope, fresh: true)
+            }
+            envelope.payload = payload
             envelope.request = request
         }
         guard envelope.payload.count <= limit else {

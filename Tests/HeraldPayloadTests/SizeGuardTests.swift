@@ -161,6 +161,18 @@ struct SizeGuardTests {
         #expect(c.request.aps.alert?.title == aps.alert?.title)
     }
 
+    @Test("truncate: a payload that no longer matches its request (changed by a custom stage) is rebuilt, not spliced")
+    func truncateStalePayload() throws {
+        var aps = APS()
+        aps.alert = Alert(body: String(repeating: "a", count: 40))
+        var e = try envelope(request(aps))
+        e.request.aps.alert?.body = String(repeating: "b", count: 80)  // changed after the payload was built
+        try TruncatingSizeGuard(limit: SizeLimit(bytes: 50)).enforce(&e)
+        var rebuilt = e.request
+        #expect(try APSPayloadBuilder().build(&rebuilt) == e.payload)
+        #expect(e.payload.count <= 50)
+    }
+
     @Test("truncate: the raw form too")
     func truncateRaw() throws {
         var r = try decodeRequest(#"{"payload":{"aps":{"alert":"Hello, wonderful world","badge":1},"k":"v"}}"#)
