@@ -58,8 +58,9 @@ public struct APSPayloadBuilder: PayloadBuilder {
         }
     }
 
-    /// A cheap estimate of the payload's size (exact when nothing needs escaping
-    /// and there are no custom keys), so the buffer is allocated once.
+    /// A cheap estimate of the payload's size, enough unless there are many
+    /// escapes or large custom values (then ``build(_:)`` writes again into a
+    /// growable buffer).
     @inline(__always)
     static func capacityEstimate(_ r: NotificationRequest) -> Int {
         var n = 48

@@ -13,8 +13,11 @@ import HeraldCore
 ///   (a quote is 2 bytes, a control character up to 6), so the result is never
 ///   over the limit, and one more grapheme cluster would not fit.
 /// - Sizes are computed from the escaped sizes of the fields (a payload's size
-///   changes by exactly the change in a string's escaped size); the payload is
-///   re-encoded once, after the cut, not per attempt.
+///   changes by exactly the change in a string's escaped size), never by
+///   re-encoding per attempt. When one field of a structured request changes,
+///   the builder reports where its text sits (``APSPayloadBuilder/textOffset(of:in:)``)
+///   and "…" is spliced in place of the cut-off bytes (the kept prefix's escaped
+///   bytes are already there); otherwise the payload is built once more, after the cut.
 /// - If the payload is still over with every field at "…" (the shortest
 ///   shortened text: an empty prefix and the mark), or there is no text to
 ///   shorten, the request is dropped, saying by how many bytes.

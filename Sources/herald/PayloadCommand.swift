@@ -65,7 +65,7 @@ struct PayloadCommand: AsyncParsableCommand {
             }
         } catch {
             writeOut(&out)
-            throw SetupError("cannot read \(input): \(error)")
+            throw SetupError("cannot read input: \(error)")
         }
         writeOut(&out)
     }
