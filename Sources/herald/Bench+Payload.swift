@@ -87,28 +87,34 @@ struct BenchPayload: AsyncParsableCommand {
         let best = try await time(mix, count)
 
         // The same for JSONEncoder over the Codable mirrors; its outputs are kept per batch and freed untimed too.
-        var baselineBest = Double.infinity
-        for _ in 0..<rounds {
-            var total = Duration.zero
-            var done = 0
-            var k = 0
-            var outputs: [Data] = []
-            outputs.reserveCapacity(batchSize)
-            while done < baselineCount {
-                let m = min(batchSize, baselineCount - done)
-                let start = CPUTime.now()
-                for _ in 0..<m {
-                    outputs.append(try encoder.encode(codables[k]))
-                    k += 1
-                    if k == codables.count { k = 0 }
+        func baseline(_ items: [CodablePayload], _ n: Int) throws -> Double {
+            var best = Double.infinity
+            for _ in 0..<rounds {
+                var total = Duration.zero
+                var done = 0
+                var k = 0
+                var outputs: [Data] = []
+                outputs.reserveCapacity(batchSize)
+                while done < n {
+                    let m = min(batchSize, n - done)
+                    let start = CPUTime.now()
+                    for _ in 0..<m {
+                        outputs.append(try encoder.encode(items[k]))
+                        k += 1
+                        if k == items.count { k = 0 }
+                    }
+                    total += CPUTime.now() - start
+                    for d in outputs { bytes &+= d.count }
+                    outputs.removeAll(keepingCapacity: true)
+                    done += m
                 }
-                total += CPUTime.now() - start
-                for d in outputs { bytes &+= d.count }
-                outputs.removeAll(keepingCapacity: true)
-                done += m
+                best = min(best, seconds(total))
             }
-            baselineBest = min(baselineBest, seconds(total))
+            return best
         }
+        let baselineTruncation = try baseline(Array(codables.dropFirst(PayloadBenchMix.lines.count)), baselineCount / 4)
+        let baselineSeeds = try baseline(Array(codables.prefix(PayloadBenchMix.lines.count)), baselineCount / 2)
+        let baselineBest = try baseline(codables, baselineCount)
 
         let rate = Double(count) / best
         let baselineRate = Double(baselineCount) / baselineBest
@@ -127,6 +133,10 @@ struct BenchPayload: AsyncParsableCommand {
         report.add("jsonencoder_payloads", baselineCount)
         report.add("jsonencoder_payloads_per_second", baselineRate, places: 0)
         report.add("speedup_vs_jsonencoder", rate / baselineRate, places: 1)
+        report.add("jsonencoder_seed_examples_payloads_per_second", Double(baselineCount / 2) / baselineSeeds, places: 0)
+        report.add("jsonencoder_truncation_cases_payloads_per_second", Double(baselineCount / 4) / baselineTruncation, places: 0)
+        report.add("speedup_seed_examples", (Double(count / 2) / seedsOnly) / (Double(baselineCount / 2) / baselineSeeds), places: 1)
+        report.add("speedup_truncation_cases", (Double(count / 4) / truncationOnly) / (Double(baselineCount / 4) / baselineTruncation), places: 1)
         report.add("jsonencoder_output_equivalent", equivalent)
         report.add("goal_payloads_per_second", 3_000_000)
         report.add("goal_speedup", 15)
