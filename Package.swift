@@ -46,7 +46,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "herald",
-            dependencies: ["HeraldKit", "HeraldBinary", "HeraldSimulator", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // `swift package herald-bench`: every benchmark, built in release mode.
         .plugin(

@@ -5,6 +5,6 @@ struct Herald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "An Apple Push Notification service provider.",
-        subcommands: [Send.self, FrameCommand.self, DecodeCommand.self, Bench.self]
+        subcommands: [Send.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, Bench.self]
     )
 }
