@@ -66,7 +66,7 @@ let package = Package(
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldKit", "HeraldBinary", "HeraldSimulator", "HeraldTLS",
+                "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -10,14 +10,17 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [.package(name: "Herald", path: "..")],
     targets: [
+        .target(
+            name: "FuzzSupport", dependencies: [.product(name: "HeraldBinary", package: "Herald")],
+            path: "Sources/FuzzSupport", swiftSettings: [.swiftLanguageMode(.v6)]),
         .executableTarget(
-            name: "FuzzNotificationDecoder", dependencies: [.product(name: "HeraldBinary", package: "Herald")],
+            name: "FuzzNotificationDecoder", dependencies: ["FuzzSupport", .product(name: "HeraldBinary", package: "Herald")],
             path: "Sources/FuzzNotificationDecoder", swiftSettings: fuzzSettings),
         .executableTarget(
-            name: "FuzzErrorResponseDecoder", dependencies: [.product(name: "HeraldBinary", package: "Herald")],
+            name: "FuzzErrorResponseDecoder", dependencies: ["FuzzSupport", .product(name: "HeraldBinary", package: "Herald")],
             path: "Sources/FuzzErrorResponseDecoder", swiftSettings: fuzzSettings),
         .executableTarget(
-            name: "FuzzFeedbackDecoder", dependencies: [.product(name: "HeraldBinary", package: "Herald")],
+            name: "FuzzFeedbackDecoder", dependencies: ["FuzzSupport", .product(name: "HeraldBinary", package: "Herald")],
             path: "Sources/FuzzFeedbackDecoder", swiftSettings: fuzzSettings),
         .executableTarget(
             name: "FuzzGateway",

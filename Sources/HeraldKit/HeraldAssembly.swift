@@ -37,7 +37,10 @@ public struct HeraldAssembly: Sendable {
         let c = configuration
         let sizeGuard: any PipelineStage
         switch c.sizePolicy {
-        default: sizeGuard = SizeGuardStage(RejectingSizeGuard(limit: c.sizeLimit))
+        case "reject": sizeGuard = SizeGuardStage(RejectingSizeGuard(limit: c.sizeLimit))
+        case "truncate": sizeGuard = SizeGuardStage(TruncatingSizeGuard(limit: c.sizeLimit, fields: c.truncateFields))
+        default:
+            throw ConfigError(file: c.root.file, key: "payload.policy", message: "must be \"reject\" or \"truncate\", got \"\(c.sizePolicy)\"")
         }
         return [
             (.ingest, NamedStage("ingest", SuppressionStage(store: tokenStore))),

@@ -14,6 +14,8 @@ public struct HeraldConfiguration: Sendable {
     public var sizeLimit: SizeLimit = .binary
     /// `reject` or `truncate`.
     public var sizePolicy = "reject"
+    /// The alert text fields the `truncate` policy shortens, in order (`payload.truncateFields`).
+    public var truncateFields: [TruncatableField] = [.body]
     /// `client` or `server` (`localize.mode`): the mode for requests that don't choose one.
     public var localization: LocalizationMode = .client
     /// The catalog directory, or one `.xcstrings` file (`localize.catalogs`; relative to the
@@ -69,6 +71,18 @@ public struct HeraldConfiguration: Sendable {
         }
         if let limit = try payload.int("limit", in: 1...65535) { c.sizeLimit = SizeLimit(bytes: limit) }
         c.sizePolicy = try payload.string("policy", oneOf: ["reject", "truncate"]) ?? c.sizePolicy
+        if let names = try payload.strings("truncateFields") {
+            var fields: [TruncatableField] = []
+            for name in names {
+                guard let f = TruncatableField.named(name) else {
+                    throw payload.error("truncateFields", "unknown field \"\(name)\"; known: \(TruncatableField.all.map(\.name).joined(separator: ", "))")
+                }
+                guard !fields.contains(f) else { throw payload.error("truncateFields", "\"\(name)\" is listed twice") }
+                fields.append(f)
+            }
+            guard !fields.isEmpty else { throw payload.error("truncateFields", "must name at least one field") }
+            c.truncateFields = fields
+        }
 
         let localize = try root.child("localize")
         if let mode = try localize.string("mode", oneOf: ["client", "server"]) { c.localization = LocalizationMode(rawValue: mode) }

@@ -2,89 +2,155 @@ import HeraldCore
 
 /// Builds the compact JSON payload of a request: `{"aps":{…},<custom keys>}`.
 ///
-/// Key order is fixed (the order of the `aps` keys below, then custom keys in
-/// the request's order). An alert with only a body is written as a plain string.
+/// The contract:
+/// - Output is strict, compact JSON (RFC 8259): no whitespace, strings escaped
+///   as ``JSONWriter`` does (quotes, backslash, control characters; non-ASCII
+///   as UTF-8), integers without a fraction, `volume` and `relevance-score`
+///   in plain decimal (``JSONNumber/init(_:)-(Double)``), never an exponent.
+/// - Key order is fixed: the `aps` keys in the order of ``APSKey/order``, the
+///   alert's keys in the order of ``APSKey/alertOrder``, the critical sound as
+///   `critical`, `name`, `volume`; then custom keys in the request's order.
+/// - An alert with only a body is written as a plain string (it saves bytes
+///   and gets the default buttons, as the payload guides advise).
+/// - Invalid requests (see ``PayloadValidator``) throw a ``StageFailure``: the
+///   request ends as `dropped` with that reason. Nothing here traps on input.
+/// - A `content-available`-only push with no priority gets priority 5
+///   (`request.priority` is set); with an explicit priority 10 it is dropped.
+/// - The raw form (`request.rawPayload`) is validated (an object with an `aps`
+///   object; Apple's keys in it checked like the structured ones; unknown keys
+///   inside `aps` pass through, APNs ignores them) and re-emitted compactly,
+///   keeping its key order.
+///
+/// ```swift
+/// var request = NotificationRequest(token: token)
+/// request.aps.alert = Alert(body: "Hello")
+/// request.aps.badge = 3
+/// let bytes = try APSPayloadBuilder().build(&request)   // {"aps":{"alert":"Hello","badge":3}}
+/// ```
 public struct APSPayloadBuilder: PayloadBuilder {
     public init() {}
 
     public func build(_ request: inout NotificationRequest) throws(StageFailure) -> [UInt8] {
         if let raw = request.rawPayload {
-            guard case .object(let top) = raw, case .object? = top["aps"] else {
-                throw StageFailure("raw payload must be an object with an \"aps\" dictionary")
-            }
-            return raw.compactBytes
+            let aps = try PayloadValidator.validateRaw(raw)
+            try PayloadValidator.applyPriorityRule(aps, to: &request)
+            var w = JSONWriter(capacity: 256)
+            w.value(raw)
+            return w.bytes
         }
-        if request.custom["aps"] != nil { throw StageFailure("custom key \"aps\" is reserved") }
+        try PayloadValidator.validate(request)
+        try PayloadValidator.applyPriorityRule(request.aps, to: &request)
+        // Write into a buffer of the estimated size; in the rare case it is too small, again into a growable one.
+        let capacity = Self.capacityEstimate(request)
+        if let bytes = Self.encode(request, capacity: capacity) { return bytes }
+        var w = JSONWriter(capacity: capacity * 2)
+        Self.write(request, into: &w)
+        return w.bytes
+    }
+
+    /// The payload in a buffer of `capacity` bytes, or `nil` if it does not fit.
+    static func encode(_ request: borrowing NotificationRequest, capacity: Int) -> [UInt8]? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer -> [UInt8]? in
+            var w = PayloadWriter(base: buffer.baseAddress!, capacity: capacity)
+            write(request, into: &w)
+            if w.overflowed { return nil }
+            return Array(UnsafeBufferPointer(start: buffer.baseAddress!, count: w.count))
+        }
+    }
+
+    /// A cheap estimate of the payload's size, enough unless there are many
+    /// escapes or large custom values (then ``build(_:)`` writes again into a
+    /// growable buffer).
+    @inline(__always)
+    static func capacityEstimate(_ r: NotificationRequest) -> Int {
+        var n = 48
+        if let a = r.aps.alert {
+            n += 24
+            if let s = a.body { n += s.utf8.count + 10 }
+            if let s = a.title { n += s.utf8.count + 11 }
+            if let s = a.subtitle { n += s.utf8.count + 14 }
+            if let s = a.locKey { n += s.utf8.count + 24 }
+            if let args = a.locArgs { n += 16; for s in args { n += s.utf8.count + 3 } }
+        }
+        if case .named(let s)? = r.aps.sound { n += s.utf8.count + 10 } else if r.aps.sound != nil { n += 64 }
+        if let s = r.aps.category { n += s.utf8.count + 14 }
+        if let s = r.aps.threadID { n += s.utf8.count + 14 }
+        n += r.custom.count * 24
+        if r.aps.contentState != nil || r.aps.attributes != nil { n += 256 }
+        return n + n / 8  // room for a few escapes
+    }
+
+    /// Where the escaped text of `field` starts in the payload ``write(_:into:)``
+    /// makes of the structured `request`, or `nil` when the field is absent or
+    /// the request is in raw form. Computed from the escaped sizes of the
+    /// alert's earlier fields: the size guard splices a shortened text into
+    /// the payload without re-encoding it.
+    public static func textOffset(of field: TruncatableField, in request: NotificationRequest) -> Int? {
+        guard request.rawPayload == nil, let alert = request.aps.alert else { return nil }
+        let head = 16  // {"aps":{"alert":
+        if alert.isBodyOnly { return field == .body ? head + 1 : nil }
+        var offset = head + 1  // {
+        if let title = alert.title {
+            if field == .title { return offset + 9 }  // "title":"
+            offset += 9 + JSONWriter.escapedSize(of: title) + 2  // ",
+        }
+        if let subtitle = alert.subtitle {
+            if field == .subtitle { return offset + 12 }  // "subtitle":"
+            offset += 12 + JSONWriter.escapedSize(of: subtitle) + 2
+        }
+        if alert.body != nil && field == .body { return offset + 8 }  // "body":"
+        return nil
+    }
+
+    /// Writes a validated structured request.
+    static func write<W: PayloadSink>(_ request: NotificationRequest, into w: inout W) {
         let aps = request.aps
-        if let badge = aps.badge, badge < 0 { throw StageFailure("badge must be 0 or more, got \(badge)") }
-        var w = JSONWriter(capacity: 128)
         w.raw("{\"aps\":{")
         var first = true
-        func sep(_ w: inout JSONWriter) { if !first { w.byte(UInt8(ascii: ",")) }; first = false }
         if let alert = aps.alert {
-            sep(&w)
-            w.key("alert")
+            first = false
+            w.raw("\"alert\":")
             if alert.isBodyOnly, let body = alert.body {
                 w.string(body)
             } else {
-                w.byte(UInt8(ascii: "{"))
-                var f = true
-                func field(_ name: StaticString, _ value: String?, _ w: inout JSONWriter) {
-                    guard let value else { return }
-                    if !f { w.byte(UInt8(ascii: ",")) }
-                    f = false
-                    w.key(name)
-                    w.string(value)
-                }
-                func args(_ name: StaticString, _ value: [String]?, _ w: inout JSONWriter) {
-                    guard let value else { return }
-                    if !f { w.byte(UInt8(ascii: ",")) }
-                    f = false
-                    w.key(name)
-                    w.value(.array(value.map { .string($0) }))
-                }
-                field("title", alert.title, &w)
-                field("subtitle", alert.subtitle, &w)
-                field("body", alert.body, &w)
-                field("launch-image", alert.launchImage, &w)
-                field("title-loc-key", alert.titleLocKey, &w)
-                args("title-loc-args", alert.titleLocArgs, &w)
-                field("subtitle-loc-key", alert.subtitleLocKey, &w)
-                args("subtitle-loc-args", alert.subtitleLocArgs, &w)
-                if let action = alert.actionLocKey {
-                    if !f { w.byte(UInt8(ascii: ",")) }
-                    f = false
-                    w.key("action-loc-key")
-                    if let action { w.string(action) } else { w.raw("null") }
-                }
-                field("loc-key", alert.locKey, &w)
-                args("loc-args", alert.locArgs, &w)
-                w.byte(UInt8(ascii: "}"))
+                writeAlert(alert, into: &w)
             }
         }
-        if let badge = aps.badge { sep(&w); w.key("badge"); w.int(badge) }
+        if let badge = aps.badge {
+            w.separator(&first)
+            w.raw("\"badge\":")
+            w.int(badge)
+        }
         if let sound = aps.sound {
-            sep(&w)
-            w.key("sound")
+            w.separator(&first)
+            w.raw("\"sound\":")
             switch sound {
             case .named(let n): w.string(n)
             case .critical(let name, let volume, let critical):
-                guard volume >= 0 && volume <= 1, let v = JSONNumber(volume) else {
-                    throw StageFailure("sound volume must be between 0 and 1, got \(volume)")
-                }
                 w.raw("{\"critical\":")
-                w.int(critical ? 1 : 0)
+                w.byte(critical ? UInt8(ascii: "1") : UInt8(ascii: "0"))
                 w.raw(",\"name\":")
                 w.string(name)
                 w.raw(",\"volume\":")
-                w.number(v)
+                w.number(JSONNumber(volume)!)  // validated finite
                 w.byte(UInt8(ascii: "}"))
             }
         }
-        if let t = aps.threadID { sep(&w); w.key("thread-id"); w.string(t) }
-        if let c = aps.category { sep(&w); w.key("category"); w.string(c) }
-        if aps.contentAvailable { sep(&w); w.key("content-available"); w.int(1) }
-        if aps.mutableContent { sep(&w); w.key("mutable-content"); w.int(1) }
+        if let s = aps.threadID { w.separator(&first); w.raw("\"thread-id\":"); w.string(s) }
+        if let s = aps.category { w.separator(&first); w.raw("\"category\":"); w.string(s) }
+        if aps.contentAvailable { w.separator(&first); w.raw("\"content-available\":1") }
+        if aps.mutableContent { w.separator(&first); w.raw("\"mutable-content\":1") }
+        if let s = aps.targetContentID { w.separator(&first); w.raw("\"target-content-id\":"); w.string(s) }
+        if let s = aps.interruptionLevel { w.separator(&first); w.raw("\"interruption-level\":"); w.string(s) }
+        if let d = aps.relevanceScore { w.separator(&first); w.raw("\"relevance-score\":"); w.number(JSONNumber(d)!) }
+        if let s = aps.filterCriteria { w.separator(&first); w.raw("\"filter-criteria\":"); w.string(s) }
+        if let n = aps.timestamp { w.separator(&first); w.raw("\"timestamp\":"); w.int(n) }
+        if let s = aps.event { w.separator(&first); w.raw("\"event\":"); w.string(s) }
+        if let v = aps.contentState { w.separator(&first); w.raw("\"content-state\":"); w.value(v) }
+        if let n = aps.staleDate { w.separator(&first); w.raw("\"stale-date\":"); w.int(n) }
+        if let n = aps.dismissalDate { w.separator(&first); w.raw("\"dismissal-date\":"); w.int(n) }
+        if let s = aps.attributesType { w.separator(&first); w.raw("\"attributes-type\":"); w.string(s) }
+        if let v = aps.attributes { w.separator(&first); w.raw("\"attributes\":"); w.value(v) }
         w.byte(UInt8(ascii: "}"))
         for (k, v) in request.custom {
             w.byte(UInt8(ascii: ","))
@@ -93,6 +159,50 @@ public struct APSPayloadBuilder: PayloadBuilder {
             w.value(v)
         }
         w.byte(UInt8(ascii: "}"))
-        return w.bytes
     }
+
+    /// Writes the alert dictionary, keys in ``APSKey/alertOrder``.
+    static func writeAlert<W: PayloadSink>(_ alert: Alert, into w: inout W) {
+        w.byte(UInt8(ascii: "{"))
+        var first = true
+        if let s = alert.title { w.separator(&first); w.raw("\"title\":"); w.string(s) }
+        if let s = alert.subtitle { w.separator(&first); w.raw("\"subtitle\":"); w.string(s) }
+        if let s = alert.body { w.separator(&first); w.raw("\"body\":"); w.string(s) }
+        if let s = alert.launchImage { w.separator(&first); w.raw("\"launch-image\":"); w.string(s) }
+        if let s = alert.titleLocKey { w.separator(&first); w.raw("\"title-loc-key\":"); w.string(s) }
+        if let a = alert.titleLocArgs { w.separator(&first); w.raw("\"title-loc-args\":"); w.strings(a) }
+        if let s = alert.subtitleLocKey { w.separator(&first); w.raw("\"subtitle-loc-key\":"); w.string(s) }
+        if let a = alert.subtitleLocArgs { w.separator(&first); w.raw("\"subtitle-loc-args\":"); w.strings(a) }
+        if let action = alert.actionLocKey {
+            w.separator(&first)
+            w.raw("\"action-loc-key\":")
+            if let action { w.string(action) } else { w.raw("null") }
+        }
+        if let s = alert.locKey { w.separator(&first); w.raw("\"loc-key\":"); w.string(s) }
+        if let a = alert.locArgs { w.separator(&first); w.raw("\"loc-args\":"); w.strings(a) }
+        w.byte(UInt8(ascii: "}"))
+    }
+}
+
+/// The Apple-defined keys, in the order the builder writes them.
+public enum APSKey {
+    /// Keys of the `aps` dictionary.
+    public static let order: [String] = [
+        "alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
+        "target-content-id", "interruption-level", "relevance-score", "filter-criteria",
+        "timestamp", "event", "content-state", "stale-date", "dismissal-date", "attributes-type", "attributes",
+    ]
+    /// Keys of the `alert` dictionary.
+    public static let alertOrder: [String] = [
+        "title", "subtitle", "body", "launch-image", "title-loc-key", "title-loc-args",
+        "subtitle-loc-key", "subtitle-loc-args", "action-loc-key", "loc-key", "loc-args",
+    ]
+    /// Keys of the critical-alert `sound` dictionary.
+    public static let soundOrder: [String] = ["critical", "name", "volume"]
+    /// The allowed `interruption-level` values.
+    public static let interruptionLevels: [String] = ["passive", "active", "time-sensitive", "critical"]
+    /// The allowed Live Activity `event` values.
+    public static let events: [String] = ["start", "update", "end"]
+
+    static let known: Set<String> = Set(order)
 }

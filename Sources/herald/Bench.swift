@@ -9,7 +9,7 @@ import Glibc
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks; each prints one JSON object. Build with -c release for meaningful numbers.",
-        subcommands: [BenchPipeline.self, BenchLocalize.self, BenchFrame.self, BenchTLS.self]
+        subcommands: [BenchPipeline.self, BenchPayload.self, BenchLocalize.self, BenchFrame.self, BenchTLS.self]
     )
 }
 

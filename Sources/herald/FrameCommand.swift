@@ -27,16 +27,15 @@ struct FrameCommand: AsyncParsableCommand {
     @Option(help: "simple (command 0), enhanced (command 1) or frame (command 2).")
     var format: String?
 
+    @OptionGroup(title: "Localization")
+    var localization: LocalizationOptions
+
     @Option(help: "Configuration file (JSON), for the payload limit and localization.")
     var config: String?
 
     func run() async throws {
-        var configuration: HeraldConfiguration
-        do {
-            configuration = try config.map { path throws(ConfigError) in try HeraldConfiguration.load(path: path) } ?? HeraldConfiguration()
-        } catch {
-            throw SetupError("\(error)")
-        }
+        var configuration = try loadConfiguration(config)
+        localization.apply(to: &configuration)
         if let format {
             guard let f = NotificationFormat.named(format) else {
                 throw ValidationError("--format must be simple, enhanced or frame, got \"\(format)\"")

@@ -5,6 +5,9 @@ struct Herald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "An Apple Push Notification service provider.",
-        subcommands: [Send.self, FrameCommand.self, DecodeCommand.self, SimulateCommand.self, CertsCommand.self, Bench.self]
+        subcommands: [
+            Send.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, SimulateCommand.self, CertsCommand.self,
+            Bench.self,
+        ]
     )
 }

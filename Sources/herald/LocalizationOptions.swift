@@ -35,3 +35,9 @@ struct LocalizationOptions: ParsableArguments {
         if let mode { configuration.localization = LocalizationMode(rawValue: mode.rawValue) }
     }
 }
+
+/// Reads the configuration file if one is given, else the defaults; errors are setup errors (exit 1).
+func loadConfiguration(_ path: String?) throws(SetupError) -> HeraldConfiguration {
+    guard let path else { return HeraldConfiguration() }
+    do { return try HeraldConfiguration.load(path: path) } catch { throw SetupError("\(error)") }
+}

@@ -28,12 +28,7 @@ struct Send: AsyncParsableCommand {
     var localization: LocalizationOptions
 
     func run() async throws {
-        var configuration: HeraldConfiguration
-        do {
-            configuration = try config.map { path throws(ConfigError) in try HeraldConfiguration.load(path: path) } ?? HeraldConfiguration()
-        } catch {
-            throw SetupError("\(error)")
-        }
+        var configuration = try loadConfiguration(config)
         if let outcomes { configuration.outcomes = outcomes }
         localization.apply(to: &configuration)
 

@@ -46,7 +46,8 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
     /// a fraction, others in the shortest form that round-trips, never `1e-05`.
     public init?(_ value: Double) {
         guard value.isFinite else { return nil }
-        if value == value.rounded(.towardZero) && abs(value) < 1e15 {
+        if value == value.rounded(.towardZero) && abs(value) < 0x1p63 {
+            // Integers without a fraction (Swift would write 1e15 as "1000000000000000.0").
             self.text = String(Int64(value))
             return
         }
@@ -55,7 +56,7 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
             self.text = shortest
             return
         }
-        // Expand exponent forms into plain decimal text.
+        // Expand exponent forms into plain decimal text (integers ≥ 2^63 come out without a fraction).
         self.text = JSONNumber.expandExponent(shortest)
     }
 

@@ -27,23 +27,69 @@ public struct JSONWriter: Sendable {
 
     /// Writes a string as an escaped JSON string, quotes included.
     public mutating func string(_ s: String) {
-        var s = s
-        s.withUTF8 { string(utf8: UnsafeRawBufferPointer($0)) }
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { string(utf8: UnsafeRawBufferPointer($0)) }
+        if done == nil {
+            var native = s
+            native.withUTF8 { string(utf8: UnsafeRawBufferPointer($0)) }
+        }
     }
 
     /// Writes UTF-8 bytes as an escaped JSON string, quotes included.
+    ///
+    /// Finds the bytes that need escaping eight at a time and copies the
+    /// runs between them in one piece.
     public mutating func string(utf8 buf: UnsafeRawBufferPointer) {
         bytes.append(UInt8(ascii: "\""))
+        let count = buf.count
         var runStart = 0
-        for k in 0..<buf.count {
-            let c = buf[k]
-            guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-            if runStart < k { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
-            JSONWriter.appendEscape(c, to: &bytes)
-            runStart = k + 1
+        while true {
+            let k = JSONWriter.nextEscape(in: buf, from: runStart)
+            if runStart < k { appendBytes(UnsafeRawBufferPointer(rebasing: buf[runStart..<k])) }
+            if k == count { break }
+            JSONWriter.appendEscape(buf[k], to: &bytes)
+            runStart = k &+ 1
         }
-        if runStart < buf.count { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[runStart..<buf.count])) }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The offset of the first byte at or after `start` that needs escaping
+    /// (a control character, `"` or `\`), or `buf.count`. Scans eight bytes at a time.
+    @inline(__always) public static func nextEscape(in buf: UnsafeRawBufferPointer, from start: Int) -> Int {
+        let count = buf.count
+        var k = start
+        // Sixteen bytes per step (two independent words), then eight, then one.
+        while k &+ 16 <= count {
+            let a = escapeMask(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+            let b = escapeMask(buf.loadUnaligned(fromByteOffset: k &+ 8, as: UInt64.self))
+            if a | b != 0 { break }
+            k &+= 16
+        }
+        while k &+ 8 <= count && !needsEscape(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)) { k &+= 8 }
+        while k < count {
+            let c = buf[k]
+            if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { return k }
+            k &+= 1
+        }
+        return count
+    }
+
+    @inline(__always) mutating func appendBytes(_ raw: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: raw.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Whether any of the eight bytes of `w` is a control character, `"` or `\`.
+    @inline(__always) static func needsEscape(_ w: UInt64) -> Bool { escapeMask(w) != 0 }
+
+    /// Nonzero when some byte of `w` is a control character, `"` or `\`.
+    @inline(__always) static func escapeMask(_ w: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        let control = (w &- ones &* 0x20) & ~w & high  // some byte < 0x20
+        let q = w ^ (ones &* 0x22)
+        let quote = (q &- ones) & ~q & high  // some byte == '"'
+        let b = w ^ (ones &* 0x5C)
+        let backslash = (b &- ones) & ~b & high  // some byte == '\\'
+        return control | quote | backslash
     }
 
     static func appendEscape(_ c: UInt8, to bytes: inout [UInt8]) {
@@ -74,9 +120,44 @@ public struct JSONWriter: Sendable {
 
     /// The number of bytes `s` takes as a JSON string, without its quotes.
     public static func escapedSize(of s: String) -> Int {
+        if let n = s.utf8.withContiguousStorageIfAvailable({ escapedSize(utf8: UnsafeRawBufferPointer($0)) }) { return n }
         var n = 0
-        for c in s.utf8 { n += escapedSize(of: c) }
+        for c in s.utf8 { n &+= escapedSize(of: c) }
         return n
+    }
+
+    /// The number of bytes UTF-8 text takes as a JSON string, without its quotes.
+    public static func escapedSize(utf8 buf: UnsafeRawBufferPointer) -> Int {
+        let count = buf.count
+        var n = count
+        var k = 0
+        while true {
+            k = nextEscape(in: buf, from: k)
+            if k == count { return n }
+            n &+= escapedSize(of: buf[k]) &- 1
+            k &+= 1
+        }
+    }
+
+    /// The longest prefix of UTF-8 text whose escaped size is at most `budget`:
+    /// its length in bytes and its escaped size. The cut may fall inside a
+    /// scalar or a grapheme cluster; callers round it down as they need.
+    public static func escapedPrefix(utf8 buf: UnsafeRawBufferPointer, budget: Int) -> (count: Int, escapedSize: Int) {
+        guard budget > 0 else { return (0, 0) }
+        let count = buf.count
+        var used = 0
+        var k = 0
+        while true {
+            let e = nextEscape(in: buf, from: k)
+            // Bytes k..<e are written as they are: one byte each.
+            if used &+ (e &- k) >= budget { return (k &+ (budget &- used), budget) }
+            used &+= e &- k
+            if e == count { return (count, used) }
+            let n = escapedSize(of: buf[e])
+            if used &+ n > budget { return (e, used) }
+            used &+= n
+            k = e &+ 1
+        }
     }
 
     /// Writes an integer.

@@ -1,0 +1,98 @@
+import HeraldCore
+
+/// Shows what each request of a JSON Lines file becomes on the wire: runs the
+/// configured localize → payload → size-guard stages (the same stages
+/// `herald send` assembles) and reports, per request line, the exact compact
+/// payload or the `dropped` outcome.
+///
+/// Streams: at most one batch of requests is held at a time. Blank lines are
+/// skipped, as `herald send` does.
+public struct PayloadPreview: Sendable {
+    /// What one request line became.
+    public enum Result: Sendable, Hashable {
+        /// The payload that would be sent, byte for byte.
+        case payload([UInt8])
+        /// The request would not be sent: its outcome record.
+        case outcome(OutcomeRecord)
+
+        /// The line to print: the payload, or the outcome as `OutcomeWriter` writes it.
+        public var line: [UInt8] {
+            switch self {
+            case .payload(let p): return p
+            case .outcome(let r): return OutcomeWriter.line(r)
+            }
+        }
+    }
+
+    public let stages: [NamedStage]
+    public let decoder: RequestDecoder
+    public let batchSize: Int
+
+    /// The assembly's localize, payload and size-guard stages.
+    public init(assembly: HeraldAssembly, batchSize: Int = 256) throws {
+        let wanted: Set<StagePosition> = [.localize, .payload, .sizeGuard]
+        stages = try assembly.builtinStages().filter { wanted.contains($0.0) }.map(\.1)
+        decoder = RequestDecoder()
+        self.batchSize = max(1, batchSize)
+    }
+
+    /// Reads `path` (or standard input for `-`) and calls `emit` once per request line, in order.
+    public func run(path: String, emit: (Result) -> Void) async throws {
+        var reader = try LineReader(path: path)
+        var pending: [Result?] = []  // one slot per line: a result now, or nil for the next envelope of `batch`
+        var batch: [Envelope] = []
+        var sequence: UInt64 = 0
+        pending.reserveCapacity(batchSize)
+        batch.reserveCapacity(batchSize)
+        while let line = try reader.next() {
+            let result: Result?
+            switch line {
+            case .notReady: continue  // next() blocks, so it never says this
+            case .tooLong(let n):
+                result = .outcome(OutcomeRecord(sequence: sequence, line: n, id: nil, token: nil,
+                    outcome: .dropped("line \(n): line longer than \(reader.maximumLineLength) bytes")))
+            case .line(let n, let bytes):
+                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                do {
+                    let request = try decoder.decode(line: bytes)
+                    batch.append(Envelope(sequence: sequence, line: n, request: request))
+                    result = nil
+                } catch {
+                    let hint = JSONLinesSource.salvage(bytes)
+                    result = .outcome(OutcomeRecord(sequence: sequence, line: n, id: hint.id, token: hint.token,
+                        outcome: .dropped("line \(n): \(error.message)")))
+                }
+            }
+            sequence += 1
+            pending.append(result)
+            if pending.count >= batchSize {
+                try await flush(&pending, &batch, emit)
+            }
+        }
+        try await flush(&pending, &batch, emit)
+    }
+
+    func flush(_ pending: inout [Result?], _ batch: inout [Envelope], _ emit: (Result) -> Void) async throws {
+        for s in stages {
+            do {
+                try await s.stage.process(&batch)
+            } catch {
+                for i in batch.indices where batch[i].outcome == nil {
+                    batch[i].outcome = .failed("stage \(s.name): \(error)")
+                }
+            }
+        }
+        var next = 0
+        for result in pending {
+            if let result {
+                emit(result)
+            } else {
+                let e = batch[next]
+                next += 1
+                if let outcome = e.outcome { emit(.outcome(e.record(outcome))) } else { emit(.payload(e.payload)) }
+            }
+        }
+        pending.removeAll(keepingCapacity: true)
+        batch.removeAll(keepingCapacity: true)
+    }
+}

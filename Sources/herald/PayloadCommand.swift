@@ -1,0 +1,84 @@
+import ArgumentParser
+import HeraldCore
+import HeraldKit
+import HeraldPayload
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct PayloadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "payload",
+        abstract: "Print the exact compact payload each request would send, or its dropped outcome.",
+        discussion: """
+            Runs the same localize, payload and size-guard stages as `herald send`, one output line \
+            per request line: the payload bytes as they would go on the wire, or the outcome JSON \
+            (as `herald send` writes it) when the request would be dropped. Profiles: \
+            \(SizeLimit.profiles.map { "\($0.name) (\($0.bytes))" }.joined(separator: ", ")).
+            """
+    )
+
+    @Argument(help: "JSON Lines requests, or - for standard input.")
+    var input: String = "-"
+
+    @Option(help: "Payload size limit in bytes (instead of --profile).")
+    var limit: Int?
+
+    @Option(help: "Size limit profile: \(SizeLimit.profiles.map(\.name).joined(separator: ", ")).")
+    var profile: String?
+
+    @Option(help: "What to do with a payload over the limit: reject or truncate.")
+    var policy: String?
+
+    @OptionGroup(title: "Localization")
+    var localization: LocalizationOptions
+
+    @Option(help: "Configuration file (JSON); the options above override its payload settings.")
+    var config: String?
+
+    func validate() throws {
+        if limit != nil && profile != nil { throw ValidationError("give --limit or --profile, not both") }
+        if let limit, !(1...65535).contains(limit) { throw ValidationError("--limit must be from 1 to 65535") }
+        if let profile, SizeLimit.profile(named: profile) == nil {
+            throw ValidationError("unknown profile \"\(profile)\"; known: \(SizeLimit.profiles.map(\.name).joined(separator: ", "))")
+        }
+        if let policy, policy != "reject" && policy != "truncate" { throw ValidationError("--policy must be reject or truncate") }
+    }
+
+    func run() async throws {
+        var configuration = try loadConfiguration(config)
+        localization.apply(to: &configuration)
+        if let limit { configuration.sizeLimit = SizeLimit(bytes: limit) }
+        if let profile { configuration.sizeLimit = SizeLimit.profile(named: profile)! }
+        if let policy { configuration.sizePolicy = policy }
+
+        let preview: PayloadPreview
+        do { preview = try PayloadPreview(assembly: HeraldAssembly(configuration: configuration)) } catch { throw SetupError("\(error)") }
+        var out: [UInt8] = []
+        out.reserveCapacity(1 << 16)
+        do {
+            try await preview.run(path: input) { result in
+                out.append(contentsOf: result.line)
+                out.append(0x0A)
+                if out.count >= 1 << 16 { writeOut(&out) }
+            }
+        } catch {
+            writeOut(&out)
+            throw SetupError("cannot read input: \(error)")
+        }
+        writeOut(&out)
+    }
+}
+
+/// Writes `buffer` to standard output and empties it.
+func writeOut(_ buffer: inout [UInt8]) {
+    buffer.withUnsafeBytes { raw in
+        var off = 0
+        while off < raw.count {
+            let n = write(1, raw.baseAddress! + off, raw.count - off)
+            if n < 0 { if errno == EINTR { continue }; return }
+            off += n
+        }
+    }
+    buffer.removeAll(keepingCapacity: true)
+}
