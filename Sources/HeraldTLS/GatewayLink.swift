@@ -538,7 +538,8 @@ final class GatewayLink: @unchecked Sendable {
         }
         record(records)
         probeOutstanding = false
-        requeueFront(r.resend.filter { !$0.isProbe }, afterSilentClose: false)
+        // With an unknown identifier nothing is known about what was in flight: it may arrive twice.
+        requeueFront(r.resend.filter { !$0.isProbe }, afterSilentClose: !r.identifierMatched)
         silentStreak = 0
         // The gateway closes after an error response; we do not wait for it.
         consecutiveFailures = 0
