@@ -83,7 +83,40 @@ enum GatewayTransportFactory {
         if let s = try node.int("connectTimeoutSeconds", in: 1...600) { c.connectTimeout = .seconds(s) }
         if let s = try node.int("drainTimeoutSeconds", in: 1...3600) { c.drainTimeout = .seconds(s) }
         c.socketSendBuffer = try node.int("socketSendBuffer", in: 4096...(64 << 20))
+        _ = try feedbackEndpoint(node)
         return c
+    }
+
+    /// The feedback service that goes with this gateway: `feedbackHost` and
+    /// `feedbackPort`, else the environment's; `nil` when neither is given.
+    static func feedbackEndpoint(_ node: ConfigNode) throws(ConfigError) -> (host: String, port: Int)? {
+        let env = try node.string("environment").flatMap(GatewayEnvironment.named)
+        let host = try node.string("feedbackHost") ?? env?.feedbackHost
+        let port = try node.int("feedbackPort", in: 1...65535) ?? env?.feedbackPort
+        guard let host, let port else { return nil }
+        return (host, port)
+    }
+}
+
+/// The feedback service client for a configured `gateway` transport.
+public enum FeedbackSetup {
+    /// A client for the feedback service that goes with the configured gateway
+    /// (same identity and trust). `host` and `port` override the configuration.
+    public static func client(_ configuration: HeraldConfiguration, host: String? = nil, port: Int? = nil) throws(ConfigError) -> FeedbackClient {
+        let node = configuration.transportOptions
+        guard configuration.transportType == "gateway" else {
+            throw node.error("type", "the feedback service needs the \"gateway\" transport (its certificate and trust), not \"\(configuration.transportType)\"")
+        }
+        let gateway = try GatewayTransportFactory.configuration(node)
+        let configured = try GatewayTransportFactory.feedbackEndpoint(node)
+        guard let h = host ?? configured?.host, let p = port ?? configured?.port else {
+            throw node.error("feedbackHost", "required: give environment, or feedbackHost and feedbackPort")
+        }
+        do {
+            return FeedbackClient(host: h, port: p, tls: try TLSContext(gateway.tls), serverName: gateway.serverName)
+        } catch {
+            throw node.error(node.has("p12") ? "p12" : "certificate", error.description)
+        }
     }
 }
 

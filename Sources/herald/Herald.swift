@@ -6,7 +6,8 @@ struct Herald: AsyncParsableCommand {
         commandName: "herald",
         abstract: "An Apple Push Notification service provider.",
         subcommands: [
-            Send.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, SimulateCommand.self, CertsCommand.self,
+            Send.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, FeedbackCommand.self, SimulateCommand.self,
+            CertsCommand.self,
             Bench.self,
         ]
     )

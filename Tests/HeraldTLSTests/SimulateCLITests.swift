@@ -51,7 +51,8 @@ struct SimulateCLITests {
         let bad = String(repeating: "ee", count: 32)
         let sim = Process()
         sim.executableURL = try heraldBinary()
-        sim.arguments = ["simulate", "--certs", dir, "--invalid-token", bad]
+        let gone = String(repeating: "9a", count: 32)
+        sim.arguments = ["simulate", "--certs", dir, "--invalid-token", bad, "--uninstalled-token", gone]
         let simOut = Pipe()
         sim.standardOutput = simOut
         sim.standardError = FileHandle.nullDevice
@@ -61,16 +62,19 @@ struct SimulateCLITests {
         try await waitUntil(seconds: 20) { !collected.lines.isEmpty }
         let ready = try JSONSerialization.jsonObject(with: Data(collected.lines[0].utf8)) as! [String: Any]
         let port = ready["gateway_port"] as! Int
-        #expect(port > 0 && (ready["feedback_port"] as! Int) > 0 && ready["host"] as? String == "127.0.0.1")
+        let feedbackPort = ready["feedback_port"] as! Int
+        #expect(port > 0 && feedbackPort > 0 && ready["host"] as? String == "127.0.0.1")
 
         let config = dir + "/gateway.json"
         try """
         {"transport": {"type": "gateway", "host": "127.0.0.1", "port": \(port), "serverName": "localhost",
-          "p12": "\(dir)/client.p12", "passphraseFile": "\(dir)/passphrase.txt", "caFile": "\(dir)/ca.pem"}}
+          "feedbackHost": "127.0.0.1", "feedbackPort": \(feedbackPort),
+          "p12": "\(dir)/client.p12", "passphraseFile": "\(dir)/passphrase.txt", "caFile": "\(dir)/ca.pem"},
+         "tokens": {"path": "\(dir)/tokens.jsonl"}}
         """.write(toFile: config, atomically: true, encoding: .utf8)
         let requests = dir + "/requests.jsonl"
         let lines = (0..<30).map { i -> String in
-            let token = i == 12 ? bad : String(repeating: "0\(i % 10)", count: 32)
+            let token = i == 12 ? bad : i == 20 ? gone : String(repeating: "0\(i % 10)", count: 32)
             return #"{"id":\#(i),"token":"\#(token)","alert":"n\#(i)"}"#
         }
         try (lines.joined(separator: "\n") + "\n").write(toFile: requests, atomically: true, encoding: .utf8)
@@ -82,11 +86,25 @@ struct SimulateCLITests {
         #expect(outcomeLines.contains { $0.contains(#""id":12"#) && $0.contains(#""outcome":"rejected","status":8"#) })
         #expect(summary.contains(#""balanced":true"#))
 
+        // The feedback loop: the uninstalled app's token was accepted, so the feedback service lists it;
+        // `herald feedback` writes it to the token store and the next send suppresses it.
+        let (feedbackStatus, tuples, feedbackSummary) = try run(["feedback", "--config", config])
+        #expect(feedbackStatus == 0, "\(feedbackSummary)")
+        #expect(tuples.split(separator: "\n").count == 1 && tuples.contains(#"{"token":"\#(gone)","timestamp":"#), "\(tuples)")
+        let (_, again, againSummary) = try run(["send", "--config", config, requests])
+        #expect(again.split(separator: "\n").contains { $0.contains(#""id":20"#) && $0.contains(#""outcome":"suppressed""#) })
+        // The token rejected with status 8 in the first run is suppressed too (the rejection fed the same store).
+        #expect(again.split(separator: "\n").contains { $0.contains(#""id":12"#) && $0.contains(#""outcome":"suppressed""#) })
+        #expect(againSummary.contains(#""accepted":28,"rejected":0,"dropped":0,"suppressed":2"#), "\(againSummary)")
+        #expect(againSummary.contains(#""balanced":true"#), "\(againSummary)")
+        let (_, empty, _) = try run(["feedback", "--config", config])
+        #expect(empty.isEmpty, "the feedback service empties its list once read")
+
         sim.interrupt()
         try await waitUntil(seconds: 10) { !sim.isRunning }
         #expect(sim.terminationStatus == 0)
         try await waitUntil(seconds: 5) { collected.lines.count >= 2 }
-        #expect(collected.lines.last?.contains(#""accepted":29"#) == true, "\(collected.lines)")
+        #expect(collected.lines.last?.contains(#""accepted":57"#) == true, "\(collected.lines)")
     }
 
     @Test("simulate refuses to listen beyond loopback")

@@ -1,0 +1,53 @@
+import ArgumentParser
+import HeraldCore
+import HeraldKit
+import HeraldTLS
+
+struct FeedbackCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "feedback",
+        abstract: "Fetch the feedback service's list of dead tokens into the token store.",
+        discussion: """
+            Connects to the feedback service of the configured gateway transport (same certificate \
+            and trust), prints one JSON line per tuple ({"token":…,"timestamp":…}), and records each \
+            in the token store (`tokens.path`), so later sends to those tokens end as suppressed \
+            unless the app registered again after the timestamp.
+            """
+    )
+
+    @Option(help: "Configuration file (JSON) with a gateway transport.")
+    var config: String
+
+    @Option(help: "Feedback host (overrides the configuration).")
+    var host: String?
+
+    @Option(help: "Feedback port (overrides the configuration).")
+    var port: Int?
+
+    func run() async throws {
+        let configuration = try loadConfiguration(config)
+        let client: FeedbackClient
+        let assembly: HeraldAssembly
+        do {
+            client = try FeedbackSetup.client(configuration, host: host, port: port)
+            assembly = try HeraldAssembly.configured(configuration)
+        } catch {
+            throw SetupError("\(error)")
+        }
+        let entries: [FeedbackEntry]
+        do { entries = try await client.fetchFeedback() } catch { throw SetupError("feedback service \(client.host):\(client.port): \(error)") }
+        var out: [UInt8] = []
+        for e in entries {
+            assembly.tokenStore.unregistered(e.token, at: e.timestamp)
+            var w = JSONWriter(capacity: 100)
+            w.raw("{\"token\":")
+            w.string(e.token.hex)
+            w.raw(",\"timestamp\":")
+            w.int(Int(e.timestamp))
+            w.raw("}\n")
+            out += w.bytes
+        }
+        writeOut(&out)
+        printError("{\"feedback\":{\"tuples\":\(entries.count),\"token_store\":\"\(configuration.tokenStorePath ?? "memory (not kept)")\"}}\n")
+    }
+}
