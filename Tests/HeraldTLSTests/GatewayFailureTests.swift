@@ -231,15 +231,7 @@ struct DrainTests {
     @Test("a gateway that never answers: after the drain timeout the unconfirmed notifications fail")
     func drainTimeout() async throws {
         let certs = self.certs
-        let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
-                                         clientCA: .caFile(certs.caCertificate)))
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([try OpenSSLHandler(context: tls), BlackHole()])
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
+        let server = try await fakeGateway(certs) { BlackHole() }
         defer { Task { try? await server.close() } }
         var config = gatewayConfig(port: server.localAddress!.port!,
                                    identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
@@ -325,15 +317,7 @@ struct SilentCloseTests {
     @Test("a gateway that closes every connection: backoff, then everything fails in bounded time")
     func closesEverything() async throws {
         let certs = self.certs
-        let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
-                                         clientCA: .caFile(certs.caCertificate)))
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([try OpenSSLHandler(context: tls), CloseOnRead()])
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
+        let server = try await fakeGateway(certs) { CloseOnRead() }
         defer { Task { try? await server.close() } }
         var config = gatewayConfig(port: server.localAddress!.port!,
                                    identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
@@ -345,4 +329,18 @@ struct SilentCloseTests {
         #expect(records.contains { if case .failed(let r) = $0.outcome { r.contains("in a row") } else { false } })
         #expect(stats.silentCloses >= 8 && seconds < 10)
     }
+}
+
+/// A TLS server on loopback that requires our client certificate and hands
+/// the decrypted stream to `handler()`: a gateway that misbehaves on purpose.
+func fakeGateway(_ certs: ThrowawayCertificates, _ handler: @escaping @Sendable () -> any ChannelHandler) async throws -> any Channel {
+    let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                     clientCA: .caFile(certs.caCertificate)))
+    return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandlers([try OpenSSLHandler(context: tls), handler()])
+            }
+        }
+        .bind(host: "127.0.0.1", port: 0).get()
 }
