@@ -79,9 +79,11 @@ let package = Package(
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldKitTests", dependencies: ["HeraldKit"]),
+        // Helpers shared by the test targets.
+        .target(name: "HeraldTestSupport", path: "Tests/HeraldTestSupport"),
+        .testTarget(name: "HeraldKitTests", dependencies: ["HeraldTestSupport", "HeraldKit"]),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
-        .testTarget(name: "HeraldTLSTests", dependencies: ["HeraldTLS", "HeraldKit"]),
+        .testTarget(name: "HeraldTLSTests", dependencies: ["HeraldTestSupport", "HeraldTLS", "HeraldKit"]),
     ]
 )
 

@@ -1,16 +1,6 @@
 import Foundation
+import HeraldTestSupport
 import Testing
-
-/// The `herald` executable built next to the tests.
-func heraldExecutable() throws -> URL {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    for candidate in [".build/debug/herald", ".build/release/herald"] {
-        let url = root.appendingPathComponent(candidate)
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    struct Missing: Error {}
-    throw Missing()
-}
 
 @Suite("herald executable", .serialized)
 struct CLITests {

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldTestSupport
 import Testing
 
 /// Runs `herald` with `arguments` and `stdin`; returns exit status, stdout, stderr.

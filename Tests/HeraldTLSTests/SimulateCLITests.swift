@@ -1,17 +1,7 @@
 import Foundation
+import HeraldTestSupport
 import Synchronization
 import Testing
-
-/// The `herald` executable built next to the tests.
-func heraldBinary() throws -> URL {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    for candidate in [".build/debug/herald", ".build/release/herald"] {
-        let url = root.appendingPathComponent(candidate)
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    struct Missing: Error {}
-    throw Missing()
-}
 
 /// Collects a process's output as it comes.
 final class OutputCollector: Sendable {
@@ -30,7 +20,7 @@ final class OutputCollector: Sendable {
 struct SimulateCLITests {
     func run(_ arguments: [String]) throws -> (Int32, String, String) {
         let p = Process()
-        p.executableURL = try heraldBinary()
+        p.executableURL = try heraldExecutable()
         p.arguments = arguments
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
@@ -50,7 +40,7 @@ struct SimulateCLITests {
 
         let bad = String(repeating: "ee", count: 32)
         let sim = Process()
-        sim.executableURL = try heraldBinary()
+        sim.executableURL = try heraldExecutable()
         let gone = String(repeating: "9a", count: 32)
         sim.arguments = ["simulate", "--certs", dir, "--invalid-token", bad, "--uninstalled-token", gone]
         let simOut = Pipe()
