@@ -26,19 +26,34 @@ public struct JSONLinesSource: NotificationSource {
                 continue
             }
             idle = 0
-            switch line {
-            case .notReady: break
-            case .tooLong(let n):
-                await sink.emitInvalid(line: n, reason: "line longer than \(reader.maximumLineLength) bytes")
-            case .line(let n, let bytes):
-                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                do {
-                    let request = try decoder.decode(line: bytes)
-                    await sink.emit(request, line: n)
-                } catch {
-                    let hint = Self.salvage(bytes)
-                    await sink.emitInvalid(line: n, reason: error.message, id: hint.id, token: hint.token)
-                }
+            switch Self.classify(line, maximumLineLength: reader.maximumLineLength, decoder: decoder) {
+            case .request(let request, let n)?: await sink.emit(request, line: n)
+            case .invalid(let n, let reason, let id, let token)?: await sink.emitInvalid(line: n, reason: reason, id: id, token: token)
+            case nil: continue
+            }
+        }
+    }
+
+    /// What one input line is.
+    public enum LineInput {
+        case request(NotificationRequest, line: Int)
+        /// Not a valid request: why, with its id and token when they can be read.
+        case invalid(line: Int, reason: String, id: UInt32?, token: DeviceToken?)
+    }
+
+    /// Decodes one line; `nil` for a blank line (or no line yet).
+    public static func classify(_ line: LineReader.Line, maximumLineLength: Int, decoder: RequestDecoder) -> LineInput? {
+        switch line {
+        case .notReady: return nil
+        case .tooLong(let n):
+            return .invalid(line: n, reason: "line longer than \(maximumLineLength) bytes", id: nil, token: nil)
+        case .line(let n, let bytes):
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return nil }
+            do {
+                return .request(try decoder.decode(line: bytes), line: n)
+            } catch {
+                let hint = salvage(bytes)
+                return .invalid(line: n, reason: error.message, id: hint.id, token: hint.token)
             }
         }
     }

@@ -69,25 +69,13 @@ public final class OutcomeWriter: OutcomeObserver {
             }
             swap(&w.bytes, &buf)
             // One write per recorded batch: outcomes of a streaming run appear as they are decided.
-            Self.write(fd, &buf)
+            writeAll(fd, &buf)
         }
     }
 
     /// Writes out what is buffered.
     public func flush() {
-        buffer.withLock { Self.write(fd, &$0) }
-    }
-
-    static func write(_ fd: Int32, _ buf: inout [UInt8]) {
-        var off = 0
-        buf.withUnsafeBytes { raw in
-            while off < raw.count {
-                let n = posixWrite(fd, raw.baseAddress! + off, raw.count - off)
-                if n < 0 { if errno == EINTR { continue }; return }
-                off += n
-            }
-        }
-        buf.removeAll(keepingCapacity: true)
+        buffer.withLock { writeAll(fd, &$0) }
     }
 }
 
@@ -100,8 +88,3 @@ public final class OutcomeCollector: OutcomeObserver {
     public var records: [OutcomeRecord] { storage.withLock { $0 } }
 }
 
-#if canImport(Glibc)
-let posixWrite = Glibc.write
-#elseif canImport(Darwin)
-let posixWrite = Darwin.write
-#endif

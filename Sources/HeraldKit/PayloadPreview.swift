@@ -46,22 +46,13 @@ public struct PayloadPreview: Sendable {
         batch.reserveCapacity(batchSize)
         while let line = try reader.next() {
             let result: Result?
-            switch line {
-            case .notReady: continue  // next() blocks, so it never says this
-            case .tooLong(let n):
-                result = .outcome(OutcomeRecord(sequence: sequence, line: n, id: nil, token: nil,
-                    outcome: .dropped("line \(n): line longer than \(reader.maximumLineLength) bytes")))
-            case .line(let n, let bytes):
-                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                do {
-                    let request = try decoder.decode(line: bytes)
-                    batch.append(Envelope(sequence: sequence, line: n, request: request))
-                    result = nil
-                } catch {
-                    let hint = JSONLinesSource.salvage(bytes)
-                    result = .outcome(OutcomeRecord(sequence: sequence, line: n, id: hint.id, token: hint.token,
-                        outcome: .dropped("line \(n): \(error.message)")))
-                }
+            switch JSONLinesSource.classify(line, maximumLineLength: reader.maximumLineLength, decoder: decoder) {
+            case nil: continue
+            case .request(let request, let n)?:
+                batch.append(Envelope(sequence: sequence, line: n, request: request))
+                result = nil
+            case .invalid(let n, let reason, let id, let token)?:
+                result = .outcome(OutcomeRecord(sequence: sequence, line: n, id: id, token: token, outcome: .dropped("line \(n): \(reason)")))
             }
             sequence += 1
             pending.append(result)
@@ -73,15 +64,7 @@ public struct PayloadPreview: Sendable {
     }
 
     func flush(_ pending: inout [Result?], _ batch: inout [Envelope], _ emit: (Result) -> Void) async throws {
-        for s in stages {
-            do {
-                try await s.stage.process(&batch)
-            } catch {
-                for i in batch.indices where batch[i].outcome == nil {
-                    batch[i].outcome = .failed("stage \(s.name): \(error)")
-                }
-            }
-        }
+        for s in stages { await s.run(&batch) }
         var next = 0
         for result in pending {
             if let result {

@@ -1,13 +1,8 @@
+import HeraldCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
-#endif
-
-#if canImport(Glibc)
-private let systemRead = Glibc.read
-#elseif canImport(Darwin)
-private let systemRead = Darwin.read
 #endif
 
 /// The little file access catalog loading needs, without Foundation.
@@ -21,22 +16,12 @@ enum FileSystem {
 
     /// Reads a whole file.
     static func readFile(_ path: String, limit: Int = 64 << 20) throws(CatalogError) -> [UInt8] {
-        let fd = open(path, O_RDONLY)
-        if fd < 0 { throw CatalogError(file: path, message: "cannot open: \(errnoText())") }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw CatalogError(file: path, message: "cannot read: \(errnoText())")
-            }
-            if n == 0 { break }
-            out.append(contentsOf: chunk[0..<n])
-            if out.count > limit { throw CatalogError(file: path, message: "larger than \(limit >> 20) MiB") }
+        do {
+            return try readSmallFile(path, limit: limit)
+        } catch {
+            let reason = error.code == EFBIG ? "larger than \(limit >> 20) MiB" : "cannot read: \(String(cString: strerror(error.code)))"
+            throw CatalogError(file: path, message: reason)
         }
-        return out
     }
 
     /// Why `path` cannot be read, or `nil` when it can.

@@ -410,7 +410,7 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
     @usableFromInline
     func renderUnchecked(_ arguments: [String]) throws(FormatError) -> String {
         if let constant { return constant }
-        var capacity = literalUTF8Count
+        let capacity = literalUTF8Count
         if onlyPlainStrings, let text = renderPieces(arguments, capacity: capacity) { return text }
         var out = ""
         out.reserveCapacity(capacity + 16 * argumentCount)

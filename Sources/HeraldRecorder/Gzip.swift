@@ -77,7 +77,7 @@ public final class GzipFileWriter {
                 return (rc, o.count - Int(stream.avail_out))
             }
             if rc == Z_STREAM_ERROR { throw RecorderError(path: path, message: "zlib deflate failed") }
-            if produced > 0 { try writeAll(produced) }
+            if produced > 0 { try writeOutput(produced) }
             if mode == Z_FINISH {
                 if rc == Z_STREAM_END { return }
                 continue
@@ -87,16 +87,9 @@ public final class GzipFileWriter {
         }
     }
 
-    func writeAll(_ count: Int) throws(RecorderError) {
-        var off = 0
-        while off < count {
-            let n = out.withUnsafeBytes { sysWrite(fd, $0.baseAddress! + off, count - off) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw RecorderError(path: path, message: "write failed: \(String(cString: strerror(errno)))")
-            }
-            off += n
-        }
+    func writeOutput(_ count: Int) throws(RecorderError) {
+        let failure = out.withUnsafeBytes { HeraldCore.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        if failure != 0 { throw RecorderError(path: path, message: "write failed: \(String(cString: strerror(failure)))") }
         bytesOut += UInt64(count)
     }
 }
@@ -192,8 +185,3 @@ public struct RecorderError: Error, Sendable, Hashable, CustomStringConvertible 
     public var description: String { "\(path): \(message)" }
 }
 
-#if canImport(Glibc)
-private let sysWrite = Glibc.write
-#elseif canImport(Darwin)
-private let sysWrite = Darwin.write
-#endif

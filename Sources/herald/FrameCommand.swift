@@ -109,16 +109,3 @@ final class ProblemPrinter: OutcomeObserver {
         if !buf.isEmpty { writeAll(2, &buf) }
     }
 }
-
-/// Writes all of `buf` to `fd` and empties it.
-func writeAll(_ fd: Int32, _ buf: inout [UInt8]) {
-    var off = 0
-    buf.withUnsafeBytes { raw in
-        while off < raw.count {
-            let n = write(fd, raw.baseAddress! + off, raw.count - off)
-            if n < 0 { if errno == EINTR { continue }; return }
-            off += n
-        }
-    }
-    buf.removeAll(keepingCapacity: true)
-}

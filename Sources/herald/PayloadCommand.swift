@@ -60,25 +60,12 @@ struct PayloadCommand: AsyncParsableCommand {
             try await preview.run(path: input) { result in
                 out.append(contentsOf: result.line)
                 out.append(0x0A)
-                if out.count >= 1 << 16 { writeOut(&out) }
+                if out.count >= 1 << 16 { writeAll(1, &out) }
             }
         } catch {
-            writeOut(&out)
+            writeAll(1, &out)
             throw SetupError("cannot read input: \(error)")
         }
-        writeOut(&out)
+        writeAll(1, &out)
     }
-}
-
-/// Writes `buffer` to standard output and empties it.
-func writeOut(_ buffer: inout [UInt8]) {
-    buffer.withUnsafeBytes { raw in
-        var off = 0
-        while off < raw.count {
-            let n = write(1, raw.baseAddress! + off, raw.count - off)
-            if n < 0 { if errno == EINTR { continue }; return }
-            off += n
-        }
-    }
-    buffer.removeAll(keepingCapacity: true)
 }

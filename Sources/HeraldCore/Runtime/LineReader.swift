@@ -140,21 +140,3 @@ public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(path): \(String(cString: strerror(code)))" }
 }
 
-/// Reads a whole (small) file, refusing files over `limit` bytes.
-public func readSmallFile(_ path: String, limit: Int = 16 << 20) throws(IOError) -> [UInt8] {
-    let fd = open(path, O_RDONLY)
-    if fd < 0 { throw IOError(path: path, errno: errno) }
-    defer { close(fd) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw IOError(path: path, errno: errno)
-        }
-        if n == 0 { return out }
-        out.append(contentsOf: chunk[0..<n])
-        if out.count > limit { throw IOError(path: path, errno: EFBIG) }
-    }
-}

@@ -8,6 +8,20 @@ public struct NamedStage: Sendable {
     }
 }
 
+extension NamedStage {
+    /// Runs the stage over a batch; if it throws, every undecided envelope of
+    /// the batch fails, naming the stage.
+    public func run(_ batch: inout [Envelope]) async {
+        do {
+            try await stage.process(&batch)
+        } catch {
+            for i in batch.indices where batch[i].outcome == nil {
+                batch[i].outcome = .failed("stage \(name): \(error)")
+            }
+        }
+    }
+}
+
 /// Sizes of the runtime's batches and buffers.
 public struct PipelineOptions: Sendable, Hashable {
     /// Requests per batch handed between stages.
@@ -27,13 +41,7 @@ actor StageRunner {
 
     func run(input: BoundedChannel<[Envelope]>, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger) async {
         while var batch = await input.receive() {
-            do {
-                try await named.stage.process(&batch)
-            } catch {
-                for i in batch.indices where batch[i].outcome == nil {
-                    batch[i].outcome = .failed("stage \(named.name): \(error)")
-                }
-            }
+            await named.run(&batch)
             Pipeline.settleDecided(&batch, ledger: ledger)
             if !batch.isEmpty { await output.send(batch) }
         }
