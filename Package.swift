@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     ],
     targets: [
         // The model, the JSON codec, the stage protocols, the actor runtime and the ledger.
@@ -28,7 +29,7 @@ let package = Package(
         // String catalogs and the localizer (issue 4).
         .target(name: "HeraldLocalization", dependencies: ["HeraldCore"]),
         // Binary interface codecs: frames, error responses, feedback tuples (issue 5).
-        .target(name: "HeraldBinary", dependencies: ["HeraldCore"]),
+        .target(name: "HeraldBinary", dependencies: ["HeraldCore", .product(name: "DequeModule", package: "swift-collections")]),
         // The in-memory APNs simulator and its transport (issue 5).
         .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldBinary"]),
         // zlib, used only by the recorder.

@@ -9,12 +9,18 @@ import HeraldSimulator
 ///   "topic": "com.example.app",
 ///   "unknownTokens": "deliver",
 ///   "invalidTokens": ["<hex>"], "uninstalledTokens": ["<hex>"], "offlineTokens": ["<hex>"],
-///   "framesPerWrite": 64, "writesPerCheck": 4, "maxAttempts": 5, "recordDeliveries": false,
-///   "faults": {"seed": 7, "closeAfter": [100], "closeProbability": 0.001, "shutdownAfter": [250],
+///   "recordDeliveries": false,
+///   "faults": {"seed": 7, "appleLike": true, "closeAfter": [100], "closeProbability": 0.001, "shutdownAfter": [250],
+///              "shutdownProbability": 0.0007, "lostAnswerProbability": 0.02, "midFrameCloseProbability": 0.001,
+///              "stallProbability": 0.002, "slowHandshakeProbability": 0.01, "handshakeDelayMilliseconds": 200,
 ///              "responseDelayWrites": 2, "partialWriteProbability": 0.1,
 ///              "readDelayProbability": 0.01, "readDelayMilliseconds": 1}
 /// }
 /// ```
+///
+/// `appleLike` starts from ``FaultPlan/appleLike(seed:)``; the other keys
+/// override it. The delivery keys (`maxUnconfirmed`, `confirmAfterMilliseconds`…)
+/// are those of ``DeliveryPolicyFactory``.
 enum SimulatorTransportFactory {
     static func make(_ node: ConfigNode, payloadLimit: Int) throws(ConfigError) -> SimulatorTransport {
         var configuration = SimulatorConfiguration(payloadLimit: payloadLimit)
@@ -24,15 +30,26 @@ enum SimulatorTransportFactory {
             configuration.unknownTokens = policy == "invalid" ? .invalid : .deliver
         }
         let faults = try node.child("faults")
-        var plan = FaultPlan()
-        plan.seed = UInt64(try faults.int("seed", in: 0...Int.max) ?? 0)
+        let seed = UInt64(try faults.int("seed", in: 0...Int.max) ?? 0)
+        var plan = try faults.bool("appleLike") == true ? FaultPlan.appleLike(seed: seed) : FaultPlan(seed: seed)
         plan.closeAfter = try ints(faults, "closeAfter")
         plan.shutdownAfter = try ints(faults, "shutdownAfter")
-        plan.closeProbability = try probability(faults, "closeProbability")
-        plan.partialWriteProbability = try probability(faults, "partialWriteProbability")
-        plan.readDelayProbability = try probability(faults, "readDelayProbability")
+        func probability(_ key: String, _ value: inout Double) throws(ConfigError) {
+            guard let p = try faults.double(key) else { return }
+            guard p >= 0 && p <= 1 else { throw faults.error(key, "must be a probability from 0 to 1, got \(p)") }
+            value = p
+        }
+        try probability("closeProbability", &plan.closeProbability)
+        try probability("shutdownProbability", &plan.shutdownProbability)
+        try probability("lostAnswerProbability", &plan.lostAnswerProbability)
+        try probability("midFrameCloseProbability", &plan.midFrameCloseProbability)
+        try probability("stallProbability", &plan.stallProbability)
+        try probability("slowHandshakeProbability", &plan.slowHandshakeProbability)
+        try probability("partialWriteProbability", &plan.partialWriteProbability)
+        try probability("readDelayProbability", &plan.readDelayProbability)
         plan.responseDelayWrites = try faults.int("responseDelayWrites", in: 0...1_000_000) ?? 0
         if let ms = try faults.int("readDelayMilliseconds", in: 0...60_000) { plan.readDelay = .milliseconds(ms) }
+        if let ms = try faults.int("handshakeDelayMilliseconds", in: 0...60_000) { plan.handshakeDelay = .milliseconds(ms) }
         configuration.faults = plan
 
         let simulator = APNsSimulator(configuration: configuration)
@@ -40,11 +57,8 @@ enum SimulatorTransportFactory {
         for t in try tokens(node, "uninstalledTokens") { simulator.uninstall(t) }
         for t in try tokens(node, "offlineTokens") { simulator.register(t, online: false) }
 
-        var options = SimulatorTransport.Options()
-        options.topic = try node.string("topic") ?? options.topic
-        options.framesPerWrite = try node.int("framesPerWrite", in: 1...65536) ?? options.framesPerWrite
-        options.writesPerCheck = try node.int("writesPerCheck", in: 1...65536) ?? options.writesPerCheck
-        options.maxAttempts = try node.int("maxAttempts", in: 1...1000) ?? options.maxAttempts
+        let options = SimulatorTransport.Options(topic: try node.string("topic") ?? "default",
+                                                 delivery: try DeliveryPolicyFactory.make(node))
         return SimulatorTransport(simulator: simulator, options: options)
     }
 
@@ -65,11 +79,5 @@ enum SimulatorTransportFactory {
             out.append(n)
         }
         return out
-    }
-
-    static func probability(_ node: ConfigNode, _ key: String) throws(ConfigError) -> Double {
-        guard let p = try node.double(key) else { return 0 }
-        guard p >= 0 && p <= 1 else { throw node.error(key, "must be a probability from 0 to 1, got \(p)") }
-        return p
     }
 }

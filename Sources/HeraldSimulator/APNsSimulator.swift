@@ -43,11 +43,16 @@ public final class APNsSimulator: Sendable {
     /// does not carry the topic: on the real service it comes from the
     /// provider's certificate).
     public func openConnection(topic: String = "default") -> GatewayConnection {
-        let id = state.withLock { s in
+        let (id, stalled, delay) = state.withLock { s in
             s.counters.connections += 1
-            return s.counters.connections
+            let faults = s.configuration.faults
+            let stalled = s.random.chance(faults.stallProbability)
+            let slow = s.random.chance(faults.slowHandshakeProbability)
+            if stalled { s.counters.stalledConnections += 1 }
+            if slow { s.counters.slowHandshakes += 1 }
+            return (s.counters.connections, stalled, slow ? faults.handshakeDelay : nil)
         }
-        return GatewayConnection(simulator: self, id: id, topic: topic)
+        return GatewayConnection(simulator: self, id: id, topic: topic, stalled: stalled, handshakeDelay: delay)
     }
 
     // MARK: device registry
@@ -214,6 +219,10 @@ public struct SimulatorCounters: Sendable, Hashable {
     public var injectedShutdowns = 0
     public var partialWrites = 0
     public var readDelays = 0
+    public var lostAnswers = 0
+    public var midFrameCloses = 0
+    public var stalledConnections = 0
+    public var slowHandshakes = 0
 }
 
 struct StoreKey: Hashable, Sendable {

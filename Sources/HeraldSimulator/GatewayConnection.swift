@@ -16,12 +16,16 @@ public struct GatewayReply: Sendable, Hashable {
     /// again. A network server sleeps that long before its next read; the
     /// in-memory transport waits before its next write.
     public var readDelay: Duration?
+    /// The gateway stopped reading for good (the stall fault): `consumed` is 0
+    /// and nothing will ever be read or answered on this connection.
+    public var stalled: Bool
 
-    public init(consumed: Int, response: [UInt8] = [], closed: Bool = false, readDelay: Duration? = nil) {
+    public init(consumed: Int, response: [UInt8] = [], closed: Bool = false, readDelay: Duration? = nil, stalled: Bool = false) {
         self.consumed = consumed
         self.response = response
         self.closed = closed
         self.readDelay = readDelay
+        self.stalled = stalled
     }
 }
 
@@ -64,11 +68,15 @@ public final class GatewayConnection: Sendable {
     let simulator: APNsSimulator
     let state: Mutex<ConnectionState>
 
-    init(simulator: APNsSimulator, id: Int, topic: String) {
+    /// How long this connection's TLS handshake takes (the slow-handshake fault), if it is slow.
+    public let handshakeDelay: Duration?
+
+    init(simulator: APNsSimulator, id: Int, topic: String, stalled: Bool = false, handshakeDelay: Duration? = nil) {
         self.simulator = simulator
         self.id = id
         self.topic = topic
-        self.state = Mutex(ConnectionState())
+        self.handshakeDelay = handshakeDelay
+        self.state = Mutex(ConnectionState(stalled: stalled))
     }
 
     struct ConnectionState: Sendable {
@@ -78,7 +86,12 @@ public final class GatewayConnection: Sendable {
         var closed = false
         var lastGood: UInt32?
         var accepted = 0
+        /// The stall fault: never reads again.
+        var stalled = false
     }
+
+    /// Whether the gateway stopped reading on this connection (the stall fault).
+    public var isStalled: Bool { state.withLock { $0.stalled } }
 
     /// Whether the gateway has closed this connection (as the provider would see it).
     public var isClosed: Bool { state.withLock { $0.closed } }
@@ -129,7 +142,7 @@ public final class GatewayConnection: Sendable {
         return reply
     }
 
-    enum Stop {
+    enum Stop: Equatable {
         case respond(Status, UInt32)
         case silentClose
     }
@@ -141,6 +154,9 @@ public final class GatewayConnection: Sendable {
         let faults = sim.configuration.faults
         if c.closed {
             return GatewayReply(consumed: bytes.count, closed: true)
+        }
+        if c.stalled {
+            return GatewayReply(consumed: 0, stalled: true)
         }
         if var held = c.held {
             // Closed already, but the provider does not know yet: what it writes is discarded.
@@ -166,6 +182,12 @@ public final class GatewayConnection: Sendable {
             input = UnsafeRawBufferPointer(rebasing: bytes[0..<n])
             sim.counters.partialWrites += 1
         }
+        var cutMidFrame = false
+        if input.count > 1 && sim.random.chance(faults.midFrameCloseProbability) {
+            let n = 1 + Int(sim.random.next() % UInt64(input.count - 1))
+            input = UnsafeRawBufferPointer(rebasing: input[0..<n])
+            cutMidFrame = true
+        }
 
         var stop: Stop?
         let limit = sim.configuration.payloadLimit
@@ -188,7 +210,7 @@ public final class GatewayConnection: Sendable {
                     stop = .silentClose
                     return false
                 }
-                if !sim.shutdownAfter.isEmpty && sim.shutdownAfter.remove(n) != nil {
+                if (!sim.shutdownAfter.isEmpty && sim.shutdownAfter.remove(n) != nil) || sim.random.chance(faults.shutdownProbability) {
                     sim.counters.injectedShutdowns += 1
                     stop = view.command == 0 ? .silentClose : .respond(.shutdown, view.identifier ?? 0)
                     return false
@@ -201,6 +223,10 @@ public final class GatewayConnection: Sendable {
             stop = .respond(status, error.identifier ?? 0)
         }
 
+        if stop == nil && cutMidFrame {
+            sim.counters.midFrameCloses += 1
+            stop = .silentClose
+        }
         guard let stop else {
             return GatewayReply(consumed: input.count, readDelay: readDelay)
         }
@@ -210,7 +236,11 @@ public final class GatewayConnection: Sendable {
         c.decoder = NotificationViewDecoder()
         var response: [UInt8] = []
         if case .respond(let status, let identifier) = stop {
-            response = ErrorResponse(status: status, identifier: identifier).bytes
+            if sim.random.chance(faults.lostAnswerProbability) {
+                sim.counters.lostAnswers += 1
+            } else {
+                response = ErrorResponse(status: status, identifier: identifier).bytes
+            }
         }
         if faults.responseDelayWrites > 0 {
             c.held = (response, faults.responseDelayWrites)

@@ -66,11 +66,28 @@ public struct FaultPlan: Sendable, Hashable {
     public var readDelayProbability: Double = 0
     /// How long a read pause lasts.
     public var readDelay: Duration = .milliseconds(1)
+    /// After each accepted notification, answer status 10 (shutdown) with this probability.
+    public var shutdownProbability: Double = 0
+    /// With this probability an error response the gateway should write is
+    /// lost: the connection closes with no answer (as providers report of APNs).
+    public var lostAnswerProbability: Double = 0
+    /// With this probability a write is cut inside a frame: the gateway takes
+    /// the complete notifications before the cut and closes with no answer.
+    public var midFrameCloseProbability: Double = 0
+    /// With this probability a new connection stalls: the handshake completes,
+    /// then the gateway never reads nor answers.
+    public var stallProbability: Double = 0
+    /// With this probability a new connection's handshake takes ``handshakeDelay``.
+    public var slowHandshakeProbability: Double = 0
+    /// How long a slow handshake takes.
+    public var handshakeDelay: Duration = .milliseconds(200)
 
     public init(
         seed: UInt64 = 0, closeAfter: [Int] = [], closeProbability: Double = 0, shutdownAfter: [Int] = [],
         responseDelayWrites: Int = 0, partialWriteProbability: Double = 0, readDelayProbability: Double = 0,
-        readDelay: Duration = .milliseconds(1)
+        readDelay: Duration = .milliseconds(1), shutdownProbability: Double = 0, lostAnswerProbability: Double = 0,
+        midFrameCloseProbability: Double = 0, stallProbability: Double = 0, slowHandshakeProbability: Double = 0,
+        handshakeDelay: Duration = .milliseconds(200)
     ) {
         self.seed = seed
         self.closeAfter = closeAfter
@@ -80,30 +97,30 @@ public struct FaultPlan: Sendable, Hashable {
         self.partialWriteProbability = partialWriteProbability
         self.readDelayProbability = readDelayProbability
         self.readDelay = readDelay
+        self.shutdownProbability = shutdownProbability
+        self.lostAnswerProbability = lostAnswerProbability
+        self.midFrameCloseProbability = midFrameCloseProbability
+        self.stallProbability = stallProbability
+        self.slowHandshakeProbability = slowHandshakeProbability
+        self.handshakeDelay = handshakeDelay
+    }
+
+    /// Apple's gateway as providers meet it: a silent close about every 1,000
+    /// accepted notifications, status 10 about every 1,500, one answer in 50
+    /// lost, a write cut mid-frame now and then, the odd stalled connection
+    /// and slow handshake. Error responses are followed by an immediate close.
+    public static func appleLike(seed: UInt64) -> FaultPlan {
+        FaultPlan(seed: seed, closeProbability: 0.001, shutdownProbability: 1.0 / 1500, lostAnswerProbability: 0.02,
+                  midFrameCloseProbability: 0.0005, stallProbability: 0.002, slowHandshakeProbability: 0.01)
     }
 
     /// Whether any fault is configured.
     public var isEmpty: Bool {
         closeAfter.isEmpty && closeProbability == 0 && shutdownAfter.isEmpty && responseDelayWrites == 0
-            && partialWriteProbability == 0 && readDelayProbability == 0
+            && partialWriteProbability == 0 && readDelayProbability == 0 && shutdownProbability == 0
+            && lostAnswerProbability == 0 && midFrameCloseProbability == 0 && stallProbability == 0
+            && slowHandshakeProbability == 0
     }
-}
-
-/// SplitMix64: a small, fast, seedable generator; the same seed gives the same sequence everywhere.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
-    var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// A uniform double in [0, 1).
-    public mutating func unit() -> Double { Double(next() >> 11) * 0x1.0p-53 }
-    /// True with probability `p`; draws nothing when `p` is 0, so disabled faults do not shift the sequence.
-    public mutating func chance(_ p: Double) -> Bool { p > 0 && unit() < p }
 }
 
 /// A clock tests set by hand: UNIX seconds.

@@ -1,3 +1,5 @@
+import HeraldBinary
+import HeraldCore
 import NIOCore
 #if canImport(Glibc)
 import Glibc
@@ -34,45 +36,9 @@ public struct GatewayEnvironment: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(name) (\(host):\(port))" }
 }
 
-/// Reconnection delays: exponential, capped, with full jitter (a random delay
-/// between zero and the exponential bound), so many providers restarting at
-/// once do not reconnect in lockstep and one provider never loops rapidly.
-public struct BackoffPolicy: Sendable, Hashable {
-    /// The bound after the first failure.
-    public var initial: Duration = .milliseconds(100)
-    /// The largest bound.
-    public var maximum: Duration = .seconds(30)
-    /// How much the bound grows per consecutive failure.
-    public var multiplier: Double = 2
-
-    public init(initial: Duration = .milliseconds(100), maximum: Duration = .seconds(30), multiplier: Double = 2) {
-        self.initial = initial
-        self.maximum = maximum
-        self.multiplier = multiplier
-    }
-
-    /// The upper bound of the delay after `failures` consecutive failures (1 = the first).
-    public func bound(afterFailures failures: Int) -> Duration {
-        guard failures > 0 else { return .zero }
-        let base = seconds(initial) * pow(multiplier, Double(min(failures - 1, 40)))
-        return .nanoseconds(Int64(min(base, seconds(maximum)) * 1e9))
-    }
-
-    /// A delay drawn uniformly from `[bound/2, bound]`: jittered, never near zero after a failure.
-    public func delay<G: RandomNumberGenerator>(afterFailures failures: Int, using g: inout G) -> Duration {
-        let b = seconds(bound(afterFailures: failures))
-        guard b > 0 else { return .zero }
-        return .nanoseconds(Int64(Double.random(in: (b / 2)...b, using: &g) * 1e9))
-    }
-}
-
-func seconds(_ d: Duration) -> Double {
-    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-}
-
 extension TimeAmount {
     init(_ d: Duration) {
-        self = .nanoseconds(d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000)
+        self = .nanoseconds(d.inNanoseconds)
     }
 }
 

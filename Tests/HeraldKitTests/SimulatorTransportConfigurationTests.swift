@@ -24,7 +24,7 @@ struct SimulatorTransportConfigurationTests {
         let json = """
             {"frame": {"format": "enhanced"},
              "transport": {"type": "simulator", "invalidTokens": ["\(Self.tokens[3].hex)"], "uninstalledTokens": ["\(Self.tokens[2].hex)"],
-                           "framesPerWrite": 16, "writesPerCheck": 2,
+                           "writeBytes": 1024, "maxUnconfirmed": 64, "minUnconfirmed": 16,
                            "faults": {"seed": 9, "shutdownAfter": [40], "closeAfter": [90], "responseDelayWrites": 1, "partialWriteProbability": 0.3}}}
             """
         let assembly = HeraldAssembly(configuration: try Self.configuration(json))

@@ -1,0 +1,149 @@
+import HeraldCore
+
+extension DeliveryMachine {
+    /// The gateway's error response on connection `c`: it confirms, rejects and
+    /// discards; the connection is over either way.
+    mutating func answered(_ response: ErrorResponse, on c: Int, now: Duration) {
+        statistics.errorResponses += 1
+        if response.status == .shutdown { statistics.shutdowns += 1 }
+        let r = window.resolve(response)
+        var confirmed = false
+        for item in r.accepted where !item.isProbe {
+            outcomes.append(item.record(.accepted))
+            confirmed = true
+        }
+        var probeAnswered = false
+        if let (item, status) = r.rejected {
+            if item.isProbe {
+                probeAnswered = true
+            } else {
+                outcomes.append(item.record(.rejected(status)))
+                confirmed = true
+            }
+        }
+        let resend = r.resend.filter { !$0.isProbe }
+        actions.append(.close(c))
+        phase = .idle
+        guard r.identifierMatched else {
+            // Nothing in flight can be told apart: as a close with no answer.
+            statistics.unmatchedResponses += 1
+            lastError = "the gateway \(endpoint) answered \(response) for a notification no longer in flight"
+            lost(resend, now: now, stalled: false)
+            return
+        }
+        if confirmed || probeAnswered {
+            stuckCloses = 0
+            lastSilentCount = .max
+        }
+        if probeAnswered && resend.isEmpty {
+            cap = min(policy.maxUnconfirmed, cap * 2)
+        } else if resend.count > policy.minUnconfirmed / 2 {
+            // Written past a failure and wasted: write less ahead of the gateway.
+            cap = max(min(cap, policy.minUnconfirmed), cap / 2)
+        }
+        // Discarded by the gateway, so not delivered here; while isolating, they stay suspects.
+        requeue(resend, suspect: budget != nil)
+        connectIfNeeded(now)
+    }
+
+    /// Connection `c` ended with no answer (closed, reset, stalled or garbled).
+    mutating func silentClose(_ c: Int, now: Duration, stalled: Bool) {
+        phase = .idle
+        lost(window.connectionLost().filter { !$0.isProbe }, now: now, stalled: stalled)
+    }
+
+    /// Notifications in flight on a connection that ended with no usable
+    /// answer: each may or may not have been taken. They are written again as
+    /// suspects, with half as many in flight per connection, so that a
+    /// notification the gateway closes on ends up alone.
+    mutating func lost(_ items: [DeliveryItem], now: Duration, stalled: Bool) {
+        var items = items
+        guard !items.isEmpty else {
+            connectIfNeeded(now)
+            return
+        }
+        statistics.silentCloses += 1
+        if stalled || items.count >= lastSilentCount { stuckCloses += 1 }
+        lastSilentCount = items.count
+        cap = max(1, min(cap, items.count) / 2)
+        // A stall is the gateway's doing (it stopped reading), not the notification's.
+        if items.count == 1 && !stalled {
+            items[0].aloneCloses += 1
+            if items[0].aloneCloses >= policy.maxSilentCloses {
+                let why = lastError.map { " (last: \($0))" } ?? ""
+                outcomes.append(items[0].record(.failed(
+                    "the gateway \(endpoint) closed the connection \(items[0].aloneCloses) times with no answer while only this "
+                        + "notification was in flight\(why)")))
+                items.removeAll()
+            }
+        }
+        statistics.resentAfterSilentClose += items.count
+        requeue(items, suspect: true)
+        if stuckCloses > policy.maxSilentCloses + policy.maxConnectAttempts {
+            failQueue("the gateway \(endpoint) ended \(stuckCloses) connections in a row with no answer"
+                + (lastError.map { " (last: \($0))" } ?? ""))
+            stuckCloses = policy.maxSilentCloses
+        }
+        reconnect(afterFailures: stuckCloses, now: now)
+    }
+
+    /// Puts notifications back at the front of the queue, in order.
+    mutating func requeue(_ items: [DeliveryItem], suspect: Bool) {
+        guard !items.isEmpty else { return }
+        queue.prepend(contentsOf: items)
+        statistics.resent += items.count
+        if suspect { suspects += items.count }
+    }
+
+    /// Every queued notification fails with `reason`.
+    mutating func failQueue(_ reason: String) {
+        outcomes.append(contentsOf: queue.map { $0.record(.failed(reason)) })
+        queue.removeAll()
+        suspects = 0
+        budget = nil
+    }
+
+    /// A permanent problem: everything fails now, and everything enqueued later.
+    mutating func failEverything(_ reason: String) {
+        failQueue(reason)
+        phase = .failed(reason)
+        checkDrained()
+    }
+
+    mutating func drainTimedOut() {
+        let reason = "not confirmed by the gateway \(endpoint) before the shutdown deadline"
+        outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(reason)) })
+        failQueue(reason)
+        if case .ready(let c) = phase { actions.append(.close(c)) }
+        if case .failed = phase {} else { phase = .idle }
+        checkDrained()
+    }
+
+    mutating func checkDrained() {
+        guard drainDeadline != nil, !isDrained, queue.isEmpty, window.isEmpty else { return }
+        switch phase {
+        case .ready(let c): actions.append(.close(c))
+        case .connecting(let c, _): actions.append(.close(c))
+        default: break
+        }
+        if case .failed = phase {} else { phase = .idle }
+        isDrained = true
+    }
+}
+
+extension DeliveryMachine {
+    /// Nothing queued and nothing in flight: every notification handed in has its outcome.
+    public var isSettled: Bool { queue.isEmpty && window.isEmpty }
+
+    /// Gives up at once (a second signal, a shell that cannot go on): what is
+    /// in flight and queued fails with `reason`; the connection is closed.
+    public mutating func abandon(_ reason: String) {
+        outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(reason)) })
+        failQueue(reason)
+        switch phase {
+        case .ready(let c), .connecting(let c, _): actions.append(.close(c))
+        default: break
+        }
+        if case .failed = phase {} else { phase = .idle }
+    }
+}

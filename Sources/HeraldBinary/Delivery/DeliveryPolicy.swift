@@ -1,0 +1,75 @@
+import HeraldCore
+
+/// Reconnection delays: exponential, capped, with jitter (a random delay in
+/// the upper half of the exponential bound), so many providers restarting at
+/// once do not reconnect in lockstep and one provider never loops rapidly.
+public struct BackoffPolicy: Sendable, Hashable {
+    /// The bound after the first failure.
+    public var initial: Duration = .milliseconds(100)
+    /// The largest bound.
+    public var maximum: Duration = .seconds(30)
+    /// How much the bound grows per consecutive failure.
+    public var multiplier: Double = 2
+
+    public init(initial: Duration = .milliseconds(100), maximum: Duration = .seconds(30), multiplier: Double = 2) {
+        self.initial = initial
+        self.maximum = maximum
+        self.multiplier = multiplier
+    }
+
+    /// The upper bound of the delay after `failures` consecutive failures (1 = the first).
+    public func bound(afterFailures failures: Int) -> Duration {
+        guard failures > 0 else { return .zero }
+        var base = initial.inSeconds
+        for _ in 1..<min(failures, 64) where base < maximum.inSeconds { base *= multiplier }
+        return .seconds(min(base, maximum.inSeconds))
+    }
+
+    /// A delay drawn uniformly from `[bound/2, bound]`: jittered, never near zero after a failure.
+    public func delay<G: RandomNumberGenerator>(afterFailures failures: Int, using g: inout G) -> Duration {
+        let b = bound(afterFailures: failures).inSeconds
+        guard b > 0 else { return .zero }
+        return .seconds(Double.random(in: (b / 2)...b, using: &g))
+    }
+}
+
+/// How a ``DeliveryMachine`` writes, confirms and gives up: the binary
+/// interface's delivery rules, the same for the in-memory simulator and the
+/// TLS gateway.
+public struct DeliveryPolicy: Sendable, Hashable {
+    /// Frames are gathered into writes of about this many bytes.
+    public var writeBytes: Int = 64 << 10
+    /// At most this many notifications wait for confirmation per connection
+    /// (bounds memory and what an error can throw away). When reached, the
+    /// connection writes a probe and waits for its answer.
+    public var maxUnconfirmed: Int = 100_000
+    /// After error responses that waste writes the limit above shrinks
+    /// (halving, down to this); it grows back (doubling) with every clean probe.
+    public var minUnconfirmed: Int = 256
+    /// A connection asks for confirmation (writes a probe) once its oldest
+    /// unconfirmed notification has waited this long.
+    public var confirmAfter: Duration = .seconds(1)
+    /// With nothing more to write, a connection waits this long for more work
+    /// before it asks for confirmation.
+    public var idleConfirmAfter: Duration = .milliseconds(5)
+    /// A probe unanswered for this long means the gateway stopped reading or
+    /// answering (a stall): the connection is closed and what was in flight is
+    /// treated as after a close with no answer.
+    public var answerTimeout: Duration = .seconds(10)
+    /// A connection that has not completed its TLS handshake after this long is given up.
+    public var connectTimeout: Duration = .seconds(15)
+    /// Reconnection delays after failures.
+    public var backoff = BackoffPolicy()
+    /// Consecutive failed connection attempts after which the waiting
+    /// notifications fail. With the default backoff, twelve attempts span more
+    /// than a minute, so a gateway restart does not fail anything.
+    public var maxConnectAttempts: Int = 12
+    /// How many times a notification may be alone in flight on a connection
+    /// that closes with no answer before it ends `failed`: only a notification
+    /// that the gateway keeps closing on, alone, is given up. (A probe's
+    /// answer can be lost too: with one answer in 50 lost, five in a row
+    /// happen about once in 300 million.)
+    public var maxSilentCloses: Int = 5
+
+    public init() {}
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Make (once) the Python venv the interop tests use, with the PyPI package
+# apns3 in it, and print the path of its python on stdout (nothing else goes
+# to stdout). Idempotent and safe to run concurrently (flock).
+#
+#   HERALD_INTEROP_VENV   venv directory (default .build/interop-venv; a
+#                         relative path is taken from the repository root)
+#   HERALD_INTEROP_PYTHON python used to create it (default python3, >= 3.8)
+#
+# apns3 is pinned: apns3_client.py works around bugs in this exact version.
+set -euo pipefail
+
+APNS3_SPEC="apns3==1.0.0"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+venv="${HERALD_INTEROP_VENV:-.build/interop-venv}"
+case "$venv" in
+    /*) ;;
+    *) venv="$root/$venv" ;;
+esac
+python="${HERALD_INTEROP_PYTHON:-python3}"
+
+fail() {
+    echo "Tests/Interop/setup.sh: $*" >&2
+    exit 1
+}
+
+# apns3 imports ssl.wrap_socket, gone since Python 3.12 (apns3_client.py
+# defines a placeholder first; so does this check).
+check='import ssl
+if not hasattr(ssl, "wrap_socket"): ssl.wrap_socket = None
+import apns3'
+
+ready() {
+    [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1
+}
+
+if ready; then
+    echo "$venv/bin/python"
+    exit 0
+fi
+
+command -v "$python" >/dev/null 2>&1 || fail "no $python on PATH (set HERALD_INTEROP_PYTHON)"
+"$python" -c 'import sys; assert sys.version_info >= (3, 8)' 2>/dev/null \
+    || fail "$python is older than Python 3.8"
+
+mkdir -p "$(dirname "$venv")"
+lock="$venv.lock"
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$lock"
+    flock -w 300 9 || fail "waited 300 s for $lock (another setup.sh running?)"
+fi
+
+if ! ready; then
+    if [ ! -x "$venv/bin/python" ]; then
+        rm -rf "$venv"
+        "$python" -m venv "$venv" >&2 \
+            || fail "'$python -m venv $venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" >&2 \
+        || fail "'pip install $APNS3_SPEC' into $venv failed (is PyPI reachable?)"
+    ready || fail "apns3 does not import in $venv after installing it"
+fi
+
+echo "$venv/bin/python"
