@@ -1,3 +1,4 @@
+import HeraldBinary
 import HeraldCore
 import HeraldTLS
 
@@ -22,10 +23,12 @@ import HeraldTLS
 ///   never from the configuration itself.
 /// - Trust: `caFile` (PEM) instead of the system trust store; `verify: false`
 ///   turns verification off (logged loudly; tests only).
-/// - Connections: `connections`, `writeBytes`, `maxQueued`, `acceptAfterMilliseconds`,
-///   `maxUnconfirmed`, `minUnconfirmed`, `maxSilentCloses`, `maxConnectAttempts`,
-///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`, `connectTimeoutSeconds`,
+/// - Connections: `connections`, `maxQueued`, `connectTimeoutSeconds`,
 ///   `handshakeTimeoutSeconds`, `drainTimeoutSeconds`, `socketSendBuffer`.
+/// - Delivery (shared with the `simulator` transport, ``DeliveryPolicyFactory``):
+///   `writeBytes`, `maxUnconfirmed`, `minUnconfirmed`, `confirmAfterMilliseconds`,
+///   `answerTimeoutMilliseconds`, `maxSilentCloses`, `maxConnectAttempts`,
+///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`.
 enum GatewayTransportFactory {
     static func configuration(_ node: ConfigNode) throws(ConfigError) -> GatewayConfiguration {
         let host: String
@@ -70,16 +73,8 @@ enum GatewayTransportFactory {
 
         var c = GatewayConfiguration(host: host, port: port, tls: tls, serverName: try node.string("serverName"))
         c.connections = try node.int("connections", in: 1...64) ?? c.connections
-        c.writeBytes = try node.int("writeBytes", in: 512...(16 << 20)) ?? c.writeBytes
         c.maxQueued = try node.int("maxQueued", in: 1...10_000_000) ?? c.maxQueued
-        if let ms = try node.int("acceptAfterMilliseconds", in: 1...600_000) { c.acceptAfter = .milliseconds(ms) }
-        c.maxUnconfirmed = try node.int("maxUnconfirmed", in: 1...10_000_000) ?? c.maxUnconfirmed
-        c.minUnconfirmed = try node.int("minUnconfirmed", in: 1...10_000_000) ?? c.minUnconfirmed
-        if c.minUnconfirmed > c.maxUnconfirmed { throw node.error("minUnconfirmed", "must not exceed maxUnconfirmed (\(c.maxUnconfirmed))") }
-        c.maxSilentCloses = try node.int("maxSilentCloses", in: 1...1000) ?? c.maxSilentCloses
-        c.maxConnectAttempts = try node.int("maxConnectAttempts", in: 1...1000) ?? c.maxConnectAttempts
-        if let ms = try node.int("backoffInitialMilliseconds", in: 1...600_000) { c.backoff.initial = .milliseconds(ms) }
-        if let ms = try node.int("backoffMaxMilliseconds", in: 1...3_600_000) { c.backoff.maximum = .milliseconds(ms) }
+        c.delivery = try DeliveryPolicyFactory.make(node)
         if let s = try node.int("connectTimeoutSeconds", in: 1...600) { c.connectTimeout = .seconds(s) }
         if let s = try node.int("drainTimeoutSeconds", in: 1...3600) { c.drainTimeout = .seconds(s) }
         c.socketSendBuffer = try node.int("socketSendBuffer", in: 4096...(64 << 20))

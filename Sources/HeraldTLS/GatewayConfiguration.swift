@@ -53,34 +53,11 @@ public struct GatewayConfiguration: Sendable {
     public var tls: TLSConfiguration
     /// Persistent connections in parallel.
     public var connections: Int = 1
-    /// Frames are gathered into writes of about this many bytes.
-    public var writeBytes: Int = 64 << 10
-    /// A notification is known to be accepted when this long has passed since
-    /// its bytes went to the network and no error response came for it or an
-    /// earlier one (the binary interface never says "accepted"). Errors from
-    /// the gateway and status 10 confirm earlier notifications at once.
-    public var acceptAfter: Duration = .seconds(1)
-    /// At most this many notifications wait for confirmation per connection
-    /// (bounds memory). When reached, the connection writes a probe the
-    /// gateway is certain to reject, whose answer confirms everything before
-    /// it, and goes on on a fresh connection.
-    public var maxUnconfirmed: Int = 100_000
-    /// After error responses the limit above shrinks (halving, down to this),
-    /// so fewer notifications are written past a failing one and resent; it
-    /// grows back (doubling) while notifications are confirmed without errors.
-    public var minUnconfirmed: Int = 256
+    /// How notifications are written, confirmed, resent and given up (the
+    /// same rules as the in-memory simulator transport).
+    public var delivery = DeliveryPolicy()
     /// Notifications waiting to be written, over all connections, before `send` waits (backpressure).
     public var maxQueued: Int = 16_384
-    /// Reconnection delays after failures.
-    public var backoff = BackoffPolicy()
-    /// Consecutive failed connection attempts after which the waiting notifications fail.
-    public var maxConnectAttempts: Int = 6
-    /// Connections closed in a row with notifications in flight, no error
-    /// response and nothing confirmed in between, before the one notification
-    /// left in flight fails (each such close halves what may be in flight, so
-    /// the streak isolates a notification the gateway chokes on). A gateway
-    /// that keeps closing `maxConnectAttempts` more times fails everything waiting.
-    public var maxSilentCloses: Int = 12
     /// How long `finish` waits for the gateway to confirm everything before the rest fails.
     public var drainTimeout: Duration = .seconds(30)
     /// The socket's send buffer (SO_SNDBUF) in bytes; `nil` leaves it to the
@@ -92,7 +69,8 @@ public struct GatewayConfiguration: Sendable {
     /// bytes not yet taken by the socket and resumes below `low`.
     public var writeBufferHigh: Int = 256 << 10
     public var writeBufferLow: Int = 64 << 10
-    /// Time allowed to open a TCP connection.
+    /// Time allowed to open a TCP connection (the TLS handshake has its own
+    /// timeout, and ``DeliveryPolicy/connectTimeout`` bounds both).
     public var connectTimeout: Duration = .seconds(10)
 
     public init(host: String, port: Int, tls: TLSConfiguration, serverName: String? = nil, connections: Int = 1) {

@@ -5,41 +5,38 @@ import NIOPosix
 import Synchronization
 
 /// The binary interface's transport: persistent TLS connections to the APNs
-/// gateway (or the simulator), with resend after errors.
+/// gateway (or the simulator), each driven by a ``DeliveryMachine``, the
+/// same delivery rules the in-memory simulator transport runs.
 ///
 /// **What happens to each notification.** It is written, in a batch of
 /// frames, on one of `connections` persistent connections, with a
-/// per-connection identifier patched into its frame. The connection keeps it
-/// until it is known accepted:
-/// - an error response naming a later notification, or status 10 naming it or
-///   a later one, proves the gateway took it → `accepted`;
-/// - an error response naming it → `rejected(status)`; every notification
-///   written after it was discarded by the gateway and is written again, in
-///   order, on a fresh connection;
-/// - status 10 (shutdown): everything after the named identifier is resent;
-/// - `acceptAfter` passes after its bytes went to the network with no error
-///   for it or an earlier one → `accepted` (the binary interface never says
-///   "accepted"; this is the only meaning the word can have here);
-/// - the connection closes with no error response → it is resent
-///   (**at least once**: the gateway may have taken it before the close, so a
-///   device may see it twice; each such close halves what may be in flight,
-///   and a streak of `maxSilentCloses` with nothing confirmed fails the one
-///   notification left in flight);
-/// - connection attempts keep failing (with exponential backoff and jitter),
-///   or TLS refuses the gateway or our certificate → `failed`, naming why.
+/// per-connection identifier patched into its frame, and kept until the
+/// gateway's answer settles it:
+/// - an error response naming a later notification, status 10 naming it or a
+///   later one, or the answer to a *probe* (a notification every gateway
+///   rejects, written once a connection holds enough, has waited long enough,
+///   or has nothing more to write) → `accepted`: the gateway took it;
+/// - an error response naming it → `rejected(status)`; everything written
+///   after it was discarded by the gateway and is written again, in order, on
+///   a fresh connection;
+/// - the connection ends with no answer (closed, reset, stalled past
+///   ``DeliveryPolicy/answerTimeout``) → written again as a *suspect*, on
+///   connections that carry half as many before their probe each time; only
+///   these may reach a device twice, and they are counted
+///   (``DeliveryStatistics/resentAfterSilentClose``); a notification alone in
+///   flight on ``DeliveryPolicy/maxSilentCloses`` such closes → `failed`;
+/// - connection attempts keep failing (``DeliveryPolicy/maxConnectAttempts``,
+///   with backoff), or TLS refuses the gateway or our certificate → `failed`, naming why.
 ///
-/// **Shutdown.** ``finish(outcomes:)`` writes what is queued, then writes a
-/// probe the gateway is certain to reject (an all-zero token with no payload);
-/// its error response proves every notification before it was processed.
-/// Whatever is still unconfirmed after `drainTimeout` fails.
+/// **Shutdown.** ``finish(outcomes:)`` writes what is queued and has it
+/// confirmed; whatever is still unconfirmed after `drainTimeout` fails.
 ///
 /// No thread of Swift's cooperative pool blocks: the connections live on
 /// SwiftNIO event loops and OpenSSL works on memory buffers.
 public final class GatewayTransport: Transport {
     public let configuration: GatewayConfiguration
-    public let statistics = GatewayStatistics()
     let tls: TLSContext
-    let links: [GatewayLink]
+    let drivers: [GatewayDriver]
     let gate: FlowGate
 
     /// Reads the TLS files (certificate, key, CA) now, so problems show before anything is sent.
@@ -49,40 +46,106 @@ public final class GatewayTransport: Transport {
         self.configuration = configuration
         self.tls = try TLSContext(configuration.tls)
         self.gate = FlowGate(limit: configuration.maxQueued)
-        var links: [GatewayLink] = []
-        for i in 0..<configuration.connections {
-            links.append(GatewayLink(index: i, loop: group.next(), configuration: configuration, tls: tls, gate: gate, statistics: statistics))
+        let tls = self.tls
+        let gate = self.gate
+        self.drivers = (0..<configuration.connections).map { _ in
+            GatewayDriver(loop: group.next(), configuration: configuration, tls: tls, gate: gate)
         }
-        self.links = links
+    }
+
+    /// What the connections did, summed.
+    public var statistics: GatewayStatistics {
+        var total = GatewayStatistics()
+        for d in drivers { total.add(d.published.withLock { $0 }) }
+        return total
     }
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
-        var items: [GatewayItem] = []
+        var items: [DeliveryItem] = []
         items.reserveCapacity(batch.count)
         var unframed: [OutcomeRecord] = []
         for e in batch {
-            guard let frame = e.frame else {
+            if let item = DeliveryItem(e) {
+                items.append(item)
+            } else {
                 unframed.append(e.record(.failed("gateway: the notification was not framed (no frame stage)")))
-                continue
             }
-            items.append(GatewayItem(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token,
-                                     frame: frame.bytes, identifierOffset: frame.identifierOffset))
         }
         outcomes.record(unframed)
         guard !items.isEmpty else { return }
         await gate.acquire(items.count)
-        var best = links[0]
-        var bestLoad = Int.max
-        for link in links {
-            let load = link.queuedCount.load(ordering: .relaxed)
-            if load < bestLoad { best = link; bestLoad = load }
-        }
-        best.enqueue(items, ledger: outcomes)
+        let driver = drivers.min { $0.queuedCount.load(ordering: .relaxed) < $1.queuedCount.load(ordering: .relaxed) }!
+        driver.enqueue(items, ledger: outcomes)
     }
 
     public func finish(outcomes: OutcomeLedger) async {
         let timeout = configuration.drainTimeout
-        let drains = links.map { $0.drain(timeout: timeout) }
+        let drains = drivers.map { $0.drain(timeout: timeout) }
         for d in drains { try? await d.get() }
+    }
+}
+
+/// What the gateway transport did: the delivery machines' counters and the TLS sessions'.
+@dynamicMemberLookup
+public struct GatewayStatistics: Sendable, Hashable {
+    public var delivery = DeliveryStatistics()
+    /// The TLS version of the latest handshake (e.g. "TLSv1.3").
+    public var protocolVersion: String?
+    /// Handshakes that resumed an earlier TLS session.
+    public var resumedHandshakes = 0
+
+    public init() {}
+
+    public subscript<T>(dynamicMember path: KeyPath<DeliveryStatistics, T>) -> T { delivery[keyPath: path] }
+
+    mutating func add(_ o: GatewayStatistics) {
+        delivery.add(o.delivery)
+        protocolVersion = o.protocolVersion ?? protocolVersion
+        resumedHandshakes += o.resumedHandshakes
+    }
+}
+
+/// Limits how many notifications wait to be written, over all connections:
+/// `send` waits here while the connections are behind.
+final class FlowGate: Sendable {
+    struct State {
+        var count = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    let state = Mutex(State())
+    let limit: Int
+    init(limit: Int) { self.limit = max(1, limit) }
+
+    /// Waits until fewer than `limit` are queued, then counts `n` more.
+    func acquire(_ n: Int) async {
+        while true {
+            let admitted = state.withLock { s -> Bool in
+                guard s.count < limit else { return false }
+                s.count += n
+                return true
+            }
+            if admitted { return }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.count < limit { return true }
+                    s.waiters.append(c)
+                    return false
+                }
+                if now { c.resume() }
+            }
+        }
+    }
+
+    func add(_ n: Int) { state.withLock { $0.count += n } }
+
+    func remove(_ n: Int) {
+        guard n > 0 else { return }
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.count -= n
+            guard s.count < limit, !s.waiters.isEmpty else { return [] }
+            defer { s.waiters.removeAll() }
+            return s.waiters
+        }
+        for w in waiters { w.resume() }
     }
 }

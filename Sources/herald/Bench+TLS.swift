@@ -25,8 +25,8 @@ struct BenchTLS: AsyncParsableCommand {
     @Option(help: "Notifications per batch handed to the transport.")
     var batchSize = 1024
 
-    @Option(help: "Notifications in flight per connection before a probe confirms them (GatewayConfiguration.maxUnconfirmed).")
-    var maxUnconfirmed = GatewayConfiguration(host: "", port: 0, tls: .client(identity: nil)).maxUnconfirmed
+    @Option(help: "Notifications in flight per connection before a probe confirms them (DeliveryPolicy.maxUnconfirmed).")
+    var maxUnconfirmed = DeliveryPolicy().maxUnconfirmed
 
     @Option(help: "Fraction of invalid tokens (rejected with status 8, forcing reconnects and resends).")
     var invalidFraction = 0.0
@@ -89,7 +89,7 @@ struct BenchTLS: AsyncParsableCommand {
                 tls: .client(identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), trust: .caFile(certs.caCertificate)),
                 serverName: "localhost", connections: connections)
             config.maxQueued = max(config.maxQueued, 4 * batchSize * connections)
-            config.maxUnconfirmed = maxUnconfirmed
+            config.delivery.maxUnconfirmed = maxUnconfirmed
             let transport = try GatewayTransport(configuration: config)
             let (seconds, snapshot) = try await drive(transport)
             await server.stop()

@@ -88,8 +88,8 @@ struct GatewayFailureTests {
         let port = probe.localAddress!.port!
         try await probe.close()
         var config = gatewayConfig(port: port, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
-        config.maxConnectAttempts = 4
-        config.backoff = BackoffPolicy(initial: .milliseconds(40), maximum: .seconds(1))
+        config.delivery.maxConnectAttempts = 4
+        config.delivery.backoff = BackoffPolicy(initial: .milliseconds(40), maximum: .seconds(1))
         let (snapshot, records, stats, seconds) = try await sendThrough(config)
         #expect(snapshot.isBalanced && snapshot.failed == 20)
         #expect(stats.connectFailures == 4)
@@ -127,7 +127,7 @@ struct GatewayFailureTests {
         try """
         {"transport": {"type": "gateway", "host": "127.0.0.1", "port": \(server.gatewayPort), "serverName": "localhost",
           "p12": "\(certs.clientP12)", "passphraseFile": "\(certs.passphraseFile)", "caFile": "\(certs.caCertificate)",
-          "connections": 2, "acceptAfterMilliseconds": 500}}
+          "connections": 2, "confirmAfterMilliseconds": 500}}
         """.write(toFile: configPath, atomically: true, encoding: .utf8)
         var lines: [String] = []
         for i in 0..<40 {
@@ -213,16 +213,16 @@ final class BlackHole: ChannelInboundHandler {
 struct DrainTests {
     let certs = sharedCertificates
 
-    @Test("with the time rule out of play, the drain probe confirms everything at shutdown")
+    @Test("one probe confirms everything written: nothing is accepted on the strength of silence")
     func probeConfirms() async throws {
         let server = try await startSimulator()
         defer { Task { await server.stop() } }
-        var config = gatewayConfig(port: server.gatewayPort, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey),
+        let config = gatewayConfig(port: server.gatewayPort, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey),
                                    ca: certs.caCertificate)
-        config.acceptAfter = .seconds(600)
         let (snapshot, _, stats, seconds) = try await sendThrough(config, count: 500)
         #expect(snapshot.isBalanced && snapshot.accepted == 500)
-        #expect(stats.probes == 1 && stats.acceptedByTime == 0 && stats.acceptedByResponse == 500)
+        #expect(stats.probes == 1 && stats.errorResponses == 1 && stats.resent == 0)
+        #expect(server.simulator.counters.rejected[Status.missingPayload.rawValue] == 1)
         // Frames are batched: 500 frames of about 80 bytes go in one write.
         #expect(stats.writes == 1 && stats.connections == 1)
         #expect(seconds < 5)
@@ -235,12 +235,29 @@ struct DrainTests {
         defer { Task { try? await server.close() } }
         var config = gatewayConfig(port: server.localAddress!.port!,
                                    identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
-        config.acceptAfter = .seconds(600)
         config.drainTimeout = .milliseconds(500)
         let (snapshot, records, _, seconds) = try await sendThrough(config, count: 30)
         #expect(snapshot.isBalanced && snapshot.failed == 30)
         #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("shutdown deadline") } else { false } })
         #expect(seconds >= 0.5 && seconds < 5)
+    }
+
+    @Test("a gateway that stops reading: the answer timeout closes it, nothing is accepted, everything fails in bounded time")
+    func stalledGateway() async throws {
+        let certs = self.certs
+        let server = try await fakeGateway(certs) { BlackHole() }
+        defer { Task { try? await server.close() } }
+        var config = gatewayConfig(port: server.localAddress!.port!,
+                                   identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.delivery.confirmAfter = .milliseconds(20)
+        config.delivery.answerTimeout = .milliseconds(150)
+        config.delivery.maxSilentCloses = 2
+        config.delivery.maxConnectAttempts = 2
+        config.delivery.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
+        let (snapshot, records, stats, seconds) = try await sendThrough(config, count: 40)
+        #expect(snapshot.isBalanced && snapshot.failed == 40 && snapshot.accepted == 0)
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("stopped reading") } else { false } })
+        #expect(stats.stalls >= 1 && seconds < 10)
     }
 }
 
@@ -290,8 +307,7 @@ struct SilentCloseTests {
         defer { Task { await server.stop() } }
         var config = gatewayConfig(port: server.gatewayPort, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey),
                                    ca: certs.caCertificate)
-        config.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
-        config.maxSilentCloses = 10
+        config.delivery.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
         let transport = try GatewayTransport(configuration: config)
         let collector = RecordCollector()
         let ledger = OutcomeLedger(observers: [collector])
@@ -321,9 +337,9 @@ struct SilentCloseTests {
         defer { Task { try? await server.close() } }
         var config = gatewayConfig(port: server.localAddress!.port!,
                                    identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
-        config.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
-        config.maxSilentCloses = 4
-        config.maxConnectAttempts = 3
+        config.delivery.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
+        config.delivery.maxSilentCloses = 4
+        config.delivery.maxConnectAttempts = 3
         let (snapshot, records, stats, seconds) = try await sendThrough(config, count: 100)
         #expect(snapshot.isBalanced && snapshot.failed == 100)
         #expect(records.contains { if case .failed(let r) = $0.outcome { r.contains("in a row") } else { false } })

@@ -147,3 +147,10 @@ extension DeliveryMachine {
         if case .failed = phase {} else { phase = .idle }
     }
 }
+
+extension DeliveryMachine {
+    /// Whether connection `c` is the one the machine is waiting to complete its handshake.
+    public func isConnecting(_ c: Int) -> Bool {
+        if case .connecting(c, _) = phase { true } else { false }
+    }
+}

@@ -1,0 +1,179 @@
+import HeraldBinary
+import HeraldCore
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// One persistent gateway connection slot: a ``DeliveryMachine`` driven on a
+/// SwiftNIO event loop. The machine decides everything; this shell opens and
+/// closes connections, writes what the machine produces while the socket takes
+/// it, passes every byte read and every close back, and keeps one timer.
+///
+/// `@unchecked Sendable`: every mutable stored property is confined to `loop`.
+/// Each entry point from elsewhere (``enqueue(_:ledger:)``, ``drain(timeout:)``)
+/// hops onto `loop` first; the channel handlers and timers already run there.
+/// `queuedCount` and `published` are the only state read from other threads,
+/// and they are an atomic and a mutex.
+final class GatewayDriver: @unchecked Sendable {
+    let loop: any EventLoop
+    let configuration: GatewayConfiguration
+    let tls: TLSContext
+    let gate: FlowGate
+    let endpoint: String
+    /// Notifications this slot holds and has not written yet (read by the transport to balance load).
+    let queuedCount = Atomic<Int>(0)
+    /// Statistics for other threads.
+    let published = Mutex(GatewayStatistics())
+
+    // Loop-confined.
+    var machine: DeliveryMachine
+    var ledger: OutcomeLedger?
+    var connection: (number: Int, channel: any Channel)?
+    var tlsStatistics = GatewayStatistics()
+    var closeErrors: [Int: any Error] = [:]
+    var timer: Scheduled<Void>?
+    var timerDeadline: Duration?
+    var drainPromise: EventLoopPromise<Void>?
+    var stepping = false
+    var stepAgain = false
+    var countedQueued = 0
+    var resolvedAddress: (SocketAddress, NIODeadline)?
+
+    init(loop: any EventLoop, configuration: GatewayConfiguration, tls: TLSContext, gate: FlowGate) {
+        self.loop = loop
+        self.configuration = configuration
+        self.tls = tls
+        self.gate = gate
+        self.endpoint = "\(configuration.host):\(configuration.port)"
+        self.machine = DeliveryMachine(policy: configuration.delivery, endpoint: endpoint, seed: UInt64.random(in: 0...UInt64.max))
+    }
+
+    /// The event loop's monotonic clock as the machine's time.
+    var now: Duration { .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
+
+    // MARK: - From the transport (any thread)
+
+    /// Hands notifications over; the caller has counted them in the gate.
+    func enqueue(_ items: [DeliveryItem], ledger: OutcomeLedger) {
+        queuedCount.add(items.count, ordering: .relaxed)
+        loop.execute {
+            self.ledger = ledger
+            self.countedQueued += items.count
+            self.machine.enqueue(items, now: self.now)
+            self.step()
+        }
+    }
+
+    /// Writes what is queued, has everything confirmed, and closes; what is
+    /// unconfirmed after `timeout` fails.
+    func drain(timeout: Duration) -> EventLoopFuture<Void> {
+        loop.flatSubmit {
+            let promise = self.loop.makePromise(of: Void.self)
+            self.drainPromise = promise
+            self.machine.drain(deadline: self.now + timeout, now: self.now)
+            self.step()
+            return promise.futureResult
+        }
+    }
+
+    /// Gives up on everything at once (a second signal).
+    func abandon(_ reason: String) {
+        loop.execute {
+            self.machine.abandon(reason)
+            self.step()
+        }
+    }
+
+    // MARK: - The machine's turn
+
+    /// Performs the machine's actions and writes until it has nothing more to do now.
+    /// Re-entrant calls (a write that reads an answer or closes) run after.
+    func step() {
+        guard !stepping else {
+            stepAgain = true
+            return
+        }
+        stepping = true
+        repeat {
+            stepAgain = false
+            for action in machine.takeActions() { perform(action) }
+            writeWhileWritable()
+            let records = machine.takeOutcomes()
+            if !records.isEmpty { ledger?.record(records) }
+        } while stepAgain
+        stepping = false
+        settleAccounts()
+        scheduleTimer()
+        if machine.isDrained, let promise = drainPromise {
+            drainPromise = nil
+            timer?.cancel()
+            timer = nil
+            promise.succeed(())
+        }
+    }
+
+    func writeWhileWritable() {
+        guard let (n, channel) = connection, machine.isReady else { return }
+        while channel.isWritable {
+            var sink = ByteBufferSink(buffer: channel.allocator.buffer(capacity: configuration.delivery.writeBytes + 512))
+            _ = machine.pollWrite(into: &sink, now: now)
+            guard sink.buffer.readableBytes > 0 else { return }
+            channel.writeAndFlush(sink.buffer, promise: nil)
+            // The write may have delivered an answer or closed the connection.
+            guard connection?.number == n, machine.isReady else { return }
+        }
+    }
+
+    /// Keeps the flow gate and the published statistics in step with the machine.
+    func settleAccounts() {
+        let queued = machine.queuedCount
+        let delta = queued - countedQueued
+        countedQueued = queued
+        queuedCount.add(delta, ordering: .relaxed)
+        if delta < 0 { gate.remove(-delta) } else if delta > 0 { gate.add(delta) }
+        var s = tlsStatistics
+        s.delivery = machine.statistics
+        published.withLock { $0 = s }
+    }
+
+    func scheduleTimer() {
+        let writable = connection?.channel.isWritable ?? false
+        let next = [machine.nextDeadline, writable ? machine.nextWriteDeadline : nil].compactMap { $0 }.min()
+        guard next != timerDeadline else { return }
+        timer?.cancel()
+        timerDeadline = next
+        guard let next else {
+            timer = nil
+            return
+        }
+        timer = loop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, next.inNanoseconds)))) {
+            self.timerDeadline = nil
+            self.timer = nil
+            self.machine.timer(now: self.now)
+            self.step()
+        }
+    }
+
+    func perform(_ action: DeliveryMachine.Action) {
+        switch action {
+        case .connect(let n):
+            connect(n)
+        case .close(let n):
+            if let (current, channel) = connection, current == n {
+                connection = nil
+                channel.close(promise: nil)
+            }
+        }
+    }
+}
+
+/// Frames appended to a SwiftNIO buffer.
+struct ByteBufferSink: FrameSink {
+    var buffer: ByteBuffer
+    var count: Int { buffer.readableBytes }
+    mutating func appendFrame(_ frame: [UInt8], identifier: UInt32, at identifierOffset: Int?) {
+        let start = buffer.writerIndex
+        buffer.writeBytes(frame)
+        if let identifierOffset { buffer.setInteger(identifier, at: start + identifierOffset) }
+    }
+}
