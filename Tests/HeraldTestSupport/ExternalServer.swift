@@ -1,0 +1,66 @@
+import Foundation
+
+/// A server written outside this project (a Python script, `herald simulate`…),
+/// started by a test: it prints one JSON line when it listens, keeps running
+/// while its standard input is open, and prints a last JSON line when it stops.
+/// The pipe on its standard input ends it even if the test process dies.
+public final class ExternalServer: @unchecked Sendable {
+    // @unchecked: `process` and the pipes are set in `init` and only read afterwards;
+    // `stop()` is called once, by the test that started the server.
+    let process: Process
+    let input: Pipe
+    let output: Pipe
+    /// The first line the server printed, parsed.
+    public let ready: [String: Any]
+
+    public init(_ executable: String, _ arguments: [String]) throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        input = Pipe()
+        output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        let line = Self.readLine(output.fileHandleForReading)
+        guard let data = line.data(using: .utf8), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            process.terminate()
+            throw ExternalServerError(message: "\(executable) did not start: its first line was \(line.debugDescription)")
+        }
+        ready = object
+    }
+
+    /// Finds `name` on the PATH.
+    public static func which(_ name: String) -> String? {
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            let path = "\(dir)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }
+
+    /// Closes the server's standard input, waits for it to exit and returns its last line, parsed.
+    @discardableResult
+    public func stop() -> [String: Any] {
+        try? input.fileHandleForWriting.close()
+        let rest = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let last = String(decoding: rest, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+        return (try? JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    static func readLine(_ handle: FileHandle) -> String {
+        var bytes: [UInt8] = []
+        while true {
+            let d = handle.readData(ofLength: 1)
+            if d.isEmpty || d.first == 10 { break }
+            bytes.append(d.first!)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+public struct ExternalServerError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
