@@ -21,31 +21,42 @@ public final class TLSContext: @unchecked Sendable {
     public let identitySubject: String?
 
     public init(_ configuration: TLSConfiguration) throws(TLSError) {
+        // Everything that can fail happens before `self` owns the context, so
+        // the context is freed exactly once: by `makeContext` on failure, by `deinit` after.
+        let (ctx, subject) = try Self.makeContext(configuration)
         self.configuration = configuration
+        self.ctx = ctx
+        self.identitySubject = subject
+    }
+
+    /// A configured `SSL_CTX` and the subject of our certificate; frees the context itself if anything fails.
+    static func makeContext(_ configuration: TLSConfiguration) throws(TLSError) -> (OpaquePointer, String?) {
         OpenSSLErrors.clear()
         guard let ctx = SSL_CTX_new(TLS_method()) else {
             throw TLSError(.configuration, "OpenSSL could not create a TLS context", detail: OpenSSLErrors.text(OpenSSLErrors.drain()))
         }
-        self.ctx = ctx
-        guard cherald_ctx_set_min_proto_version(ctx, cherald_tls1_2_version()) == 1 else {
-            SSL_CTX_free(ctx)
-            throw TLSError(.configuration, "OpenSSL refused TLS 1.2 as the minimum version")
-        }
-        cherald_ctx_set_default_modes(ctx)
-        cherald_ctx_set_default_options(ctx)
         do throws(TLSError) {
+            guard cherald_ctx_set_min_proto_version(ctx, cherald_tls1_2_version()) == 1 else {
+                throw TLSError(.configuration, "OpenSSL refused TLS 1.2 as the minimum version")
+            }
+            cherald_ctx_set_default_modes(ctx)
+            cherald_ctx_set_default_options(ctx)
             var subject: String? = nil
             if let identity = configuration.identity {
-                subject = try Self.load(identity, into: ctx, checkDates: configuration.checkIdentityDates)
+                subject = try load(identity, into: ctx, checkDates: configuration.checkIdentityDates)
             } else if configuration.role == .server {
                 throw TLSError(.configuration, "a TLS server needs a certificate and key")
             }
-            self.identitySubject = subject
-            try Self.loadTrust(configuration, into: ctx)
+            try loadTrust(configuration, into: ctx)
+            configureRole(configuration, ctx)
+            return (ctx, subject)
         } catch {
             SSL_CTX_free(ctx)
             throw error
         }
+    }
+
+    static func configureRole(_ configuration: TLSConfiguration, _ ctx: OpaquePointer) {
         switch configuration.role {
         case .client:
             if configuration.sessionResumption { _ = cherald_ctx_enable_client_resumption(ctx) }
