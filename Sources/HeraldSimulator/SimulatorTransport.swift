@@ -159,3 +159,7 @@ public actor SimulatorTransport: Transport {
         }
     }
 }
+
+extension SimulatorTransport: DeliveryReporting {
+    public var deliveryStatistics: DeliveryStatistics { statistics }
+}

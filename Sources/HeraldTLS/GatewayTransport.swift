@@ -149,3 +149,7 @@ final class FlowGate: Sendable {
         for w in waiters { w.resume() }
     }
 }
+
+extension GatewayTransport: DeliveryReporting {
+    public var deliveryStatistics: DeliveryStatistics { statistics.delivery }
+}

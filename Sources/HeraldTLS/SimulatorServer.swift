@@ -44,7 +44,7 @@ public final class SimulatorServer: Sendable {
     ) async throws -> SimulatorServer {
         guard tls.configuration.role == .server else { throw TLSError(.configuration, "the simulator needs a server TLS configuration") }
         let box = ServerBox()
-        func bootstrap(_ makeHandler: @escaping @Sendable () -> any ChannelHandler) -> ServerBootstrap {
+        func bootstrap(_ makeHandler: @escaping @Sendable (any Channel) -> any ChannelHandler) -> ServerBootstrap {
             var b = ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .serverChannelOption(.backlog, value: 256)
@@ -55,20 +55,26 @@ public final class SimulatorServer: Sendable {
             }
             return b
         }
-        func serve(_ makeHandler: @escaping @Sendable () -> any ChannelHandler) -> ServerBootstrap {
+        func serve(_ makeHandler: @escaping @Sendable (any Channel) -> any ChannelHandler) -> ServerBootstrap {
             bootstrap(makeHandler)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandlers([try OpenSSLHandler(context: tls), makeHandler()])
+                        try channel.pipeline.syncOperations.addHandlers([try OpenSSLHandler(context: tls), makeHandler(channel)])
                     }
                 }
         }
-        let gateway = try await serve {
-            GatewaySessionHandler(simulator: simulator, topic: topic, box: box)
+        let gateway = try await serve { channel in
+            // The connection's faults are drawn now: a slow handshake holds the ClientHello unread for a while.
+            let connection = simulator.openConnection(topic: topic)
+            if let delay = connection.handshakeDelay {
+                _ = channel.setOption(.autoRead, value: false)
+                channel.eventLoop.scheduleTask(in: TimeAmount(delay)) { _ = channel.setOption(.autoRead, value: true) }
+            }
+            return GatewaySessionHandler(connection: connection, box: box)
         }.bind(host: host, port: gatewayPort).get()
         let feedback: any Channel
         do {
-            feedback = try await serve { FeedbackSessionHandler(simulator: simulator, box: box) }.bind(host: host, port: feedbackPort).get()
+            feedback = try await serve { _ in FeedbackSessionHandler(simulator: simulator, box: box) }.bind(host: host, port: feedbackPort).get()
         } catch {
             try? await gateway.close()
             throw error
@@ -102,37 +108,38 @@ final class ServerBox: Sendable {
 
 /// One provider connection to the simulated gateway: decrypted bytes go to
 /// the simulator's ``GatewayConnection``; its answer comes back; reads pause
-/// under the read-delay fault (TCP backpressure reaches the provider).
+/// under the read-delay fault (TCP backpressure reaches the provider) and stop
+/// for good under the stall fault. As Apple's gateway does, an error response
+/// is followed by an immediate close, with whatever the provider wrote after
+/// it left unread (so the kernel resets the connection).
 final class GatewaySessionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    let simulator: APNsSimulator
-    let topic: String
     let box: ServerBox
-    var connection: GatewayConnection?
+    let connection: GatewayConnection
+    var ready = false
     var closed = false
     var pausedUntil: NIODeadline?
     var pendingRead = false
     var idleCheck: Scheduled<Void>?
 
-    init(simulator: APNsSimulator, topic: String, box: ServerBox) {
-        self.simulator = simulator
-        self.topic = topic
+    init(connection: GatewayConnection, box: ServerBox) {
+        self.connection = connection
         self.box = box
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is TLSEvent {
             box.noteHandshake()
-            connection = simulator.openConnection(topic: topic)
+            ready = true
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !closed, let connection else { return }
+        guard !closed, ready else { return }
         idleCheck?.cancel()
         idleCheck = nil
         let buffer = unwrapInboundIn(data)
@@ -165,7 +172,8 @@ final class GatewaySessionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         context.fireChannelReadComplete()
-        guard !closed, let connection else { return }
+        guard !closed, ready else { return }
+        let connection = self.connection
         // The provider may be waiting for an answer the response-delay fault holds back.
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         idleCheck = context.eventLoop.scheduleTask(in: .milliseconds(20)) {
@@ -177,6 +185,8 @@ final class GatewaySessionHandler: ChannelDuplexHandler {
 
     /// Under the read-delay fault, holds the next read back.
     func read(context: ChannelHandlerContext) {
+        // The stall fault: the handshake completed, and nothing is read ever again.
+        if ready && connection.isStalled { return }
         guard let until = pausedUntil, until > .now() else {
             pausedUntil = nil
             context.read()
@@ -200,7 +210,7 @@ final class GatewaySessionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         idleCheck?.cancel()
-        if !closed, let connection { _ = connection.endOfInput() }
+        if !closed { _ = connection.endOfInput() }
         closed = true
         context.fireChannelInactive()
     }

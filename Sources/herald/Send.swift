@@ -1,5 +1,6 @@
 import ArgumentParser
 @preconcurrency import Dispatch
+import HeraldBinary
 import HeraldCore
 import HeraldKit
 #if canImport(Glibc)
@@ -36,9 +37,11 @@ struct Send: AsyncParsableCommand {
         do { writer = try OutcomeWriter(path: configuration.outcomes) } catch { throw SetupError("cannot write outcomes: \(error)") }
         let ledger = OutcomeLedger(observers: [writer])
         let pipeline: Pipeline
+        let transport: any Transport
         do {
             let assembly = try HeraldAssembly.configured(configuration)
-            pipeline = try assembly.makePipeline(source: JSONLinesSource(path: input), ledger: ledger)
+            transport = try assembly.transport()
+            pipeline = try assembly.makePipeline(source: JSONLinesSource(path: input), ledger: ledger, transport: transport)
         } catch {
             throw SetupError("\(error)")
         }
@@ -56,7 +59,8 @@ struct Send: AsyncParsableCommand {
         writer.flush()
         let elapsed = clock.now - start
         let snapshot = ledger.snapshot
-        printSummary(snapshot, elapsed: elapsed)
+        let delivery = await (transport as? any DeliveryReporting)?.deliveryStatistics
+        printSummary(snapshot, elapsed: elapsed, delivery: delivery)
         if let failure {
             if case PipelineError.sourceFailed(let e, _) = failure, snapshot.entered == 0 {
                 throw SetupError("cannot read \(input): \(e)")
@@ -65,12 +69,21 @@ struct Send: AsyncParsableCommand {
         }
     }
 
-    func printSummary(_ s: LedgerSnapshot, elapsed: Duration) {
+    /// One JSON line on standard error; with a binary-interface transport, what
+    /// its connections did, including `possible_duplicates`: notifications
+    /// written again after a connection closed with no answer, the only ones a
+    /// device may have received twice.
+    func printSummary(_ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?) {
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let rate = seconds > 0 ? Double(s.entered) / seconds : 0
         var line = "{\"summary\":{\"entered\":\(s.entered)"
         for k in Outcome.Kind.allCases { line += ",\"\(k.rawValue)\":\(s.count(k))" }
-        line += ",\"balanced\":\(s.isBalanced),\"elapsed_s\":\(rounded(seconds, 4)),\"rate_per_s\":\(rounded(rate, 1))}}\n"
+        line += ",\"balanced\":\(s.isBalanced),\"elapsed_s\":\(rounded(seconds, 4)),\"rate_per_s\":\(rounded(rate, 1))"
+        if let d = delivery {
+            line += ",\"connections\":\(d.connections),\"error_responses\":\(d.errorResponses),\"silent_closes\":\(d.silentCloses)"
+            line += ",\"stalls\":\(d.stalls),\"resent\":\(d.resent),\"possible_duplicates\":\(d.resentAfterSilentClose)"
+        }
+        line += "}}\n"
         printError(line)
     }
 }

@@ -184,6 +184,29 @@ struct GatewayTransportTests {
         #expect(duplicates <= r.statistics.resentAfterSilentClose, "\(duplicates) duplicates, \(r.statistics.resentAfterSilentClose) resent after silent closes")
         // The other runs have no silent closes, so nothing was resent that way there.
     }
+
+    @Test("Apple-like faults over TLS (silent closes, status 10, lost answers, mid-frame cuts, stalls, slow handshakes): nothing lost, nothing valid failed")
+    func appleLike() async throws {
+        // HERALD_LONG=1 runs the million of docs/protocol.md.
+        let count = ProcessInfo.processInfo.environment["HERALD_LONG"] != nil ? 1_000_000 : 100_000
+        var faults = FaultPlan.appleLike(seed: 21)
+        faults.handshakeDelay = .milliseconds(30)
+        let r = try await GatewayRun(count: count, seed: 21, faults: faults, tweak: { c in
+            c.delivery.answerTimeout = .milliseconds(400)
+            c.delivery.confirmAfter = .milliseconds(100)
+        }).run()
+        r.checkOutcomes()
+        let counts = r.deliveryCounts()
+        #expect(counts.count == r.tokens.count - r.invalid.count, "every valid notification delivered")
+        #expect(r.invalid.allSatisfy { counts[$0] == nil })
+        let duplicates = counts.values.reduce(0) { $0 + $1 - 1 }
+        #expect(duplicates <= r.statistics.resentAfterSilentClose)
+        let c = r.simulatorCounters
+        #expect(c.injectedCloses > 0 && c.injectedShutdowns > 0 && c.lostAnswers > 0 && c.stalledConnections > 0 && c.slowHandshakes > 0)
+        print("apple-like over TLS: \(count) in \(r.seconds) s; duplicates \(duplicates) of \(r.statistics.resentAfterSilentClose) possible; "
+            + "closes \(c.injectedCloses), shutdowns \(c.injectedShutdowns), lost answers \(c.lostAnswers), mid-frame \(c.midFrameCloses), "
+            + "stalls \(c.stalledConnections), slow handshakes \(c.slowHandshakes); \(r.statistics.delivery)")
+    }
 }
 
 

@@ -106,3 +106,9 @@ public struct DeliveryStatistics: Sendable, Hashable {
         resent += o.resent; resentAfterSilentClose += o.resentAfterSilentClose
     }
 }
+
+/// A transport that delivers through ``DeliveryMachine``s and can say what they did.
+public protocol DeliveryReporting: Sendable {
+    /// The machines' counters, summed.
+    var deliveryStatistics: DeliveryStatistics { get async }
+}
