@@ -22,6 +22,7 @@ import Testing
     struct Checked {
         var run: SimulatorTransportTests.Run
         var duplicates: Int
+        var faults: SimulatorCounters
     }
 
     /// Sends `count` notifications, `invalid` of them to invalid tokens, and checks every invariant.
@@ -50,19 +51,25 @@ import Testing
             }
         }
         #expect(duplicates <= r.transport.resentAfterSilentClose, "seed \(seed): duplicates only from closes with no answer")
-        return Checked(run: r, duplicates: duplicates)
+        return Checked(run: r, duplicates: duplicates, faults: sim.counters)
     }
 
     @Test("2,000 seeded dense fault mixes: nothing lost, nothing valid failed, every invalid rejected(8)")
     func denseMixes() async throws {
         var stats = DeliveryStatistics()
+        var midFrame = 0, lost = 0, stalled = 0, slow = 0
         for seed in 0..<2000 as Range<UInt64> {
             let invalid: Set<Int> = [Int(seed % 97), 100 + Int(seed % 89), 250 + Int(seed % 41)]
             let c = try await Self.check(seed: seed, count: 300, invalid: invalid, faults: Self.denseMix(seed: seed))
             stats.add(c.run.transport)
+            midFrame += c.faults.midFrameCloses
+            lost += c.faults.lostAnswers
+            stalled += c.faults.stalledConnections
+            slow += c.faults.slowHandshakes
         }
         // The mix reached every path.
         #expect(stats.silentCloses > 0 && stats.shutdowns > 0 && stats.stalls > 0 && stats.resentAfterSilentClose > 0)
+        #expect(midFrame > 0 && lost > 0 && stalled > 0 && slow > 0, "mid-frame \(midFrame), lost \(lost), stalled \(stalled), slow \(slow)")
     }
 
     @Test("the Apple-like plan, every format, larger runs")

@@ -39,10 +39,12 @@ public final class ExternalServer: @unchecked Sendable {
         return nil
     }
 
-    /// Closes the server's standard input, waits for it to exit and returns its last line, parsed.
+    /// Closes the server's standard input (and sends SIGINT if `interrupt`),
+    /// waits for it to exit and returns its last line, parsed.
     @discardableResult
-    public func stop() -> [String: Any] {
+    public func stop(interrupt: Bool = false) -> [String: Any] {
         try? input.fileHandleForWriting.close()
+        if interrupt { process.interrupt() }
         let rest = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         let last = String(decoding: rest, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
@@ -63,4 +65,27 @@ public final class ExternalServer: @unchecked Sendable {
 public struct ExternalServerError: Error, CustomStringConvertible {
     public let message: String
     public var description: String { message }
+}
+
+/// Runs a command and returns its standard output; throws when it fails.
+public func runCommand(_ executable: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw ExternalServerError(message: "\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+    }
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// The Python of the interop virtual environment (with `apns3`), made by
+/// `Tests/Interop/setup.sh` if it is not there yet (pip, from PyPI).
+public func interopPython() throws -> String {
+    let setup = repositoryRoot().appendingPathComponent("Tests/Interop/setup.sh").path
+    return try runCommand("/bin/bash", [setup]).trimmingCharacters(in: .whitespacesAndNewlines)
 }
