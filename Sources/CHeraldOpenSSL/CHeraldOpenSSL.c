@@ -11,6 +11,11 @@ int cherald_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
     return (int)SSL_CTX_set_min_proto_version(ctx, version);
 }
 
+int cherald_ctx_set_max_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_max_proto_version(ctx, version);
+}
+
+
 void cherald_ctx_set_default_modes(SSL_CTX *ctx) {
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
 }
@@ -51,7 +56,6 @@ X509 *cherald_sk_x509_value(STACK_OF(X509) *sk, int i) { return sk_X509_value(sk
 void cherald_sk_x509_pop_free(STACK_OF(X509) *sk) { if (sk) sk_X509_pop_free(sk, X509_free); }
 
 int cherald_tls1_2_version(void) { return TLS1_2_VERSION; }
-int cherald_tls1_3_version(void) { return TLS1_3_VERSION; }
 
 struct cherald_pass { const char *passphrase; int asked; };
 
@@ -92,9 +96,15 @@ const char *cherald_get_servername(const SSL *ssl) {
     return SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 }
 
+/* The client's TLS session tickets: a small stack, newest on top. A TLS 1.3
+ * ticket is offered once (RFC 8446 asks clients not to reuse them, and a
+ * server may accept each only once); every handshake brings new ones. */
+#define CHERALD_TICKETS 8
+
 struct cherald_session_slot {
     CRYPTO_RWLOCK *lock;
-    SSL_SESSION *session;
+    SSL_SESSION *sessions[CHERALD_TICKETS];
+    int count;
 };
 
 static int cherald_slot_index = -1;
@@ -104,7 +114,7 @@ static void cherald_slot_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int i
     (void)parent; (void)ad; (void)idx; (void)argl; (void)argp;
     struct cherald_session_slot *slot = ptr;
     if (slot == NULL) return;
-    if (slot->session) SSL_SESSION_free(slot->session);
+    for (int i = 0; i < slot->count; i++) SSL_SESSION_free(slot->sessions[i]);
     CRYPTO_THREAD_lock_free(slot->lock);
     free(slot);
 }
@@ -116,11 +126,16 @@ static void cherald_slot_init(void) {
 static int cherald_new_session(SSL *ssl, SSL_SESSION *session) {
     struct cherald_session_slot *slot = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), cherald_slot_index);
     if (slot == NULL) return 0;
+    SSL_SESSION *dropped = NULL;
     CRYPTO_THREAD_write_lock(slot->lock);
-    SSL_SESSION *old = slot->session;
-    slot->session = session; /* returning 1 hands us the reference */
+    if (slot->count == CHERALD_TICKETS) {
+        dropped = slot->sessions[0];
+        memmove(slot->sessions, slot->sessions + 1, sizeof slot->sessions[0] * (CHERALD_TICKETS - 1));
+        slot->count--;
+    }
+    slot->sessions[slot->count++] = session; /* returning 1 hands us the reference */
     CRYPTO_THREAD_unlock(slot->lock);
-    if (old) SSL_SESSION_free(old);
+    if (dropped) SSL_SESSION_free(dropped);
     return 1;
 }
 
@@ -144,9 +159,23 @@ void cherald_ssl_offer_session(SSL *ssl) {
     if (cherald_slot_index < 0) return;
     struct cherald_session_slot *slot = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), cherald_slot_index);
     if (slot == NULL) return;
-    CRYPTO_THREAD_read_lock(slot->lock);
-    if (slot->session && SSL_SESSION_is_resumable(slot->session)) SSL_set_session(ssl, slot->session);
+    SSL_SESSION *offer = NULL;
+    CRYPTO_THREAD_write_lock(slot->lock);
+    while (slot->count > 0 && offer == NULL) {
+        SSL_SESSION *top = slot->sessions[--slot->count];
+        if (SSL_SESSION_is_resumable(top)) {
+            offer = top;
+            /* A TLS 1.2 session may be resumed again: keep it for the next connection. */
+            if (SSL_SESSION_get_protocol_version(top) < TLS1_3_VERSION && SSL_SESSION_up_ref(top)) slot->sessions[slot->count++] = top;
+        } else {
+            SSL_SESSION_free(top);
+        }
+    }
     CRYPTO_THREAD_unlock(slot->lock);
+    if (offer) {
+        SSL_set_session(ssl, offer);
+        SSL_SESSION_free(offer);
+    }
 }
 
 void cherald_ctx_enable_server_resumption(SSL_CTX *ctx, const char *id_context) {

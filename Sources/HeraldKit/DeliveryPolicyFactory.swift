@@ -6,7 +6,7 @@ import HeraldCore
 /// take the same keys:
 ///
 /// `writeBytes`, `maxUnconfirmed`, `minUnconfirmed`, `confirmAfterMilliseconds`,
-/// `answerTimeoutMilliseconds`, `maxSilentCloses`, `maxConnectAttempts`,
+/// `answerTimeoutMilliseconds`, `maxSilentCloses`, `maxOutageSeconds`,
 /// `backoffInitialMilliseconds`, `backoffMaxMilliseconds`, `connectTimeoutSeconds`.
 enum DeliveryPolicyFactory {
     static func make(_ node: ConfigNode) throws(ConfigError) -> DeliveryPolicy {
@@ -18,7 +18,7 @@ enum DeliveryPolicyFactory {
         if let ms = try node.int("confirmAfterMilliseconds", in: 1...600_000) { p.confirmAfter = .milliseconds(ms) }
         if let ms = try node.int("answerTimeoutMilliseconds", in: 1...600_000) { p.answerTimeout = .milliseconds(ms) }
         p.maxSilentCloses = try node.int("maxSilentCloses", in: 1...1000) ?? p.maxSilentCloses
-        p.maxConnectAttempts = try node.int("maxConnectAttempts", in: 1...1000) ?? p.maxConnectAttempts
+        if let s = try node.int("maxOutageSeconds", in: 1...86_400) { p.maxOutage = .seconds(s) }
         if let ms = try node.int("backoffInitialMilliseconds", in: 1...600_000) { p.backoff.initial = .milliseconds(ms) }
         if let ms = try node.int("backoffMaxMilliseconds", in: 1...3_600_000) { p.backoff.maximum = .milliseconds(ms) }
         if let s = try node.int("connectTimeoutSeconds", in: 1...600) { p.connectTimeout = .seconds(s) }

@@ -24,10 +24,11 @@ import HeraldTLS
 /// - Trust: `caFile` (PEM) instead of the system trust store; `verify: false`
 ///   turns verification off (logged loudly; tests only).
 /// - Connections: `connections`, `maxQueued`, `connectTimeoutSeconds`,
-///   `handshakeTimeoutSeconds`, `drainTimeoutSeconds`, `socketSendBuffer`.
+///   `handshakeTimeoutSeconds`, `drainTimeoutSeconds`, `socketSendBuffer`,
+///   `spareConnections`, `maxTLSVersion` (`"1.2"` or `"1.3"`).
 /// - Delivery (shared with the `simulator` transport, ``DeliveryPolicyFactory``):
 ///   `writeBytes`, `maxUnconfirmed`, `minUnconfirmed`, `confirmAfterMilliseconds`,
-///   `answerTimeoutMilliseconds`, `maxSilentCloses`, `maxConnectAttempts`,
+///   `answerTimeoutMilliseconds`, `maxSilentCloses`, `maxOutageSeconds`,
 ///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`.
 enum GatewayTransportFactory {
     static func configuration(_ node: ConfigNode) throws(ConfigError) -> GatewayConfiguration {
@@ -70,6 +71,7 @@ enum GatewayTransportFactory {
         var tls = TLSConfiguration.client(identity: identity, trust: try node.string("caFile").map(TLSTrust.caFile) ?? .system)
         tls.verifyPeer = try node.bool("verify") ?? true
         if let s = try node.int("handshakeTimeoutSeconds", in: 1...600) { tls.handshakeTimeout = .seconds(s) }
+        if let v = try node.string("maxTLSVersion", oneOf: ["1.2", "1.3"]) { tls.maximumVersion = TLSVersion(v)! }
 
         var c = GatewayConfiguration(host: host, port: port, tls: tls, serverName: try node.string("serverName"))
         c.connections = try node.int("connections", in: 1...64) ?? c.connections
@@ -78,6 +80,7 @@ enum GatewayTransportFactory {
         if let s = try node.int("connectTimeoutSeconds", in: 1...600) { c.connectTimeout = .seconds(s) }
         if let s = try node.int("drainTimeoutSeconds", in: 1...3600) { c.drainTimeout = .seconds(s) }
         c.socketSendBuffer = try node.int("socketSendBuffer", in: 4096...(64 << 20))
+        c.spareConnections = try node.int("spareConnections", in: 0...8) ?? c.spareConnections
         _ = try feedbackEndpoint(node)
         return c
     }

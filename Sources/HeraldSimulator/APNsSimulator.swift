@@ -43,16 +43,18 @@ public final class APNsSimulator: Sendable {
     /// does not carry the topic: on the real service it comes from the
     /// provider's certificate).
     public func openConnection(topic: String = "default") -> GatewayConnection {
-        let (id, stalled, delay) = state.withLock { s in
+        let (id, stalled, delay, refused) = state.withLock { s in
             s.counters.connections += 1
             let faults = s.configuration.faults
             let stalled = s.random.chance(faults.stallProbability)
             let slow = s.random.chance(faults.slowHandshakeProbability)
             if stalled { s.counters.stalledConnections += 1 }
             if slow { s.counters.slowHandshakes += 1 }
-            return (s.counters.connections, stalled, slow ? faults.handshakeDelay : nil)
+            let refused = faults.refusedConnections?.contains(s.counters.connections) ?? false
+            if refused { s.counters.refusedConnections += 1 }
+            return (s.counters.connections, stalled, slow ? faults.handshakeDelay : nil, refused)
         }
-        return GatewayConnection(simulator: self, id: id, topic: topic, stalled: stalled, handshakeDelay: delay)
+        return GatewayConnection(simulator: self, id: id, topic: topic, stalled: stalled, handshakeDelay: delay, refused: refused)
     }
 
     // MARK: device registry
@@ -223,6 +225,7 @@ public struct SimulatorCounters: Sendable, Hashable {
     public var midFrameCloses = 0
     public var stalledConnections = 0
     public var slowHandshakes = 0
+    public var refusedConnections = 0
 }
 
 struct StoreKey: Hashable, Sendable {

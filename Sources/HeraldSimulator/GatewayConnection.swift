@@ -71,8 +71,12 @@ public final class GatewayConnection: Sendable {
     /// How long this connection's TLS handshake takes (the slow-handshake fault), if it is slow.
     public let handshakeDelay: Duration?
 
-    init(simulator: APNsSimulator, id: Int, topic: String, stalled: Bool = false, handshakeDelay: Duration? = nil) {
+    /// The gateway refused this connection (the outage fault): nothing can be written on it.
+    public let isRefused: Bool
+
+    init(simulator: APNsSimulator, id: Int, topic: String, stalled: Bool = false, handshakeDelay: Duration? = nil, refused: Bool = false) {
         self.simulator = simulator
+        self.isRefused = refused
         self.id = id
         self.topic = topic
         self.handshakeDelay = handshakeDelay

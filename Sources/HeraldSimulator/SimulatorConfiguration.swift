@@ -81,6 +81,9 @@ public struct FaultPlan: Sendable, Hashable {
     public var slowHandshakeProbability: Double = 0
     /// How long a slow handshake takes.
     public var handshakeDelay: Duration = .milliseconds(200)
+    /// Connection attempts refused (numbered from 1 over the simulator's
+    /// lifetime): an outage, and the gateway coming back after it.
+    public var refusedConnections: ClosedRange<Int>?
 
     public init(
         seed: UInt64 = 0, closeAfter: [Int] = [], closeProbability: Double = 0, shutdownAfter: [Int] = [],
@@ -119,7 +122,7 @@ public struct FaultPlan: Sendable, Hashable {
         closeAfter.isEmpty && closeProbability == 0 && shutdownAfter.isEmpty && responseDelayWrites == 0
             && partialWriteProbability == 0 && readDelayProbability == 0 && shutdownProbability == 0
             && lostAnswerProbability == 0 && midFrameCloseProbability == 0 && stallProbability == 0
-            && slowHandshakeProbability == 0
+            && slowHandshakeProbability == 0 && refusedConnections == nil
     }
 }
 

@@ -69,6 +69,8 @@ public actor SimulatorTransport: Transport {
         }
         machine.enqueue(items, now: now)
         run { $0.isSettled }
+        // The work above is synchronous: let other tasks on the cooperative pool run between batches.
+        await Task.yield()
         outcomes.record(records)
         records.removeAll(keepingCapacity: true)
     }
@@ -123,6 +125,11 @@ public actor SimulatorTransport: Transport {
             switch action {
             case .connect(let n):
                 let link = simulator.openConnection(topic: options.topic)
+                if link.isRefused {
+                    now += .milliseconds(1)
+                    machine.closed(n, reason: .transient("connection refused (the simulator's outage)"), now: now)
+                    continue
+                }
                 if let delay = link.handshakeDelay { now += delay }
                 connection = (n, link)
                 pending = []

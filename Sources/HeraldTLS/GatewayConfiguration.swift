@@ -58,6 +58,13 @@ public struct GatewayConfiguration: Sendable {
     public var delivery = DeliveryPolicy()
     /// Notifications waiting to be written, over all connections, before `send` waits (backpressure).
     public var maxQueued: Int = 16_384
+    /// Spare connections each connection keeps ready (TCP and TLS done) while
+    /// it has work queued, so the connection after an error response costs no
+    /// handshake wait (the binary interface ends a connection at every error).
+    /// On a real network a handshake costs round trips; on loopback, with
+    /// both ends on two cores, it saves nothing. 0 opens connections only
+    /// when needed.
+    public var spareConnections = 1
     /// How long `finish` waits for the gateway to confirm everything before the rest fails.
     public var drainTimeout: Duration = .seconds(30)
     /// The socket's send buffer (SO_SNDBUF) in bytes; `nil` leaves it to the

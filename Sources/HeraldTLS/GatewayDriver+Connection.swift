@@ -4,8 +4,67 @@ import NIOCore
 import NIOPosix
 
 extension GatewayDriver {
+    /// Opens a spare connection while one is in use and more is queued: the
+    /// binary interface ends a connection at every error response, and a
+    /// handshake costs more than a hundred notifications.
+    func openSpareIfUseful() {
+        while spares.count < configuration.spareConnections, connection != nil, machine.isReady, machine.queuedCount > 0 {
+            let handler = GatewayChannelHandler(driver: self, connection: GatewayChannelHandler.spare)
+            spares.append(Spare(channel: nil, handler: handler))
+            trace("open a spare")
+            open(handler).whenComplete { result in
+                let k = self.spares.firstIndex { $0.handler === handler }
+                switch result {
+                case .success(let channel):
+                    if let k { self.spares[k].channel = channel } else { channel.close(promise: nil) }
+                case .failure:
+                    if let k { self.spares.remove(at: k) }
+                }
+            }
+        }
+    }
+
+    /// Closes the spares (nothing left to send).
+    func closeSpares() {
+        guard !spares.isEmpty else { return }
+        trace("close \(spares.count) spare(s)")
+        let closing = spares
+        spares.removeAll()
+        for s in closing { s.channel?.close(promise: nil) }
+    }
+
+    /// A spare's TLS session is up.
+    func spareReady(_ handler: GatewayChannelHandler, resumed: Bool) {
+        guard let k = spares.firstIndex(where: { $0.handler === handler }) else { return }
+        spares[k].ready = true
+        spares[k].resumed = resumed
+    }
+
+    /// A spare closed before it was needed (a gateway's idle timeout): forget it.
+    func spareClosed(_ handler: GatewayChannelHandler) {
+        spares.removeAll { $0.handler === handler }
+    }
+
     /// Opens connection `n`: TCP, then TLS; the handler reports back.
     func connect(_ n: Int) {
+        open(GatewayChannelHandler(driver: self, connection: n)).whenComplete { result in
+            switch result {
+            case .success(let channel):
+                // The machine may have given up on it meanwhile (its connect timeout).
+                if self.machine.isConnecting(n) {
+                    self.connection = (n, channel)
+                } else {
+                    channel.close(promise: nil)
+                }
+            case .failure(let error):
+                self.machine.closed(n, reason: .transient("cannot connect to \(self.endpoint): \(error)"), now: self.now)
+                self.step()
+            }
+        }
+    }
+
+    /// A TCP connection with the TLS handler and `handler` on it.
+    func open(_ handler: GatewayChannelHandler) -> EventLoopFuture<any Channel> {
         let tls = self.tls
         let serverName = configuration.serverName ?? configuration.host
         var bootstrap = ClientBootstrap(group: loop)
@@ -20,7 +79,7 @@ extension GatewayDriver {
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandlers([
                     try OpenSSLHandler(context: tls, serverName: serverName),
-                    GatewayChannelHandler(driver: self, connection: n),
+                    handler,
                 ])
             }
         }
@@ -32,23 +91,14 @@ extension GatewayDriver {
         } else {
             connecting = bootstrap.connect(host: configuration.host, port: configuration.port)
         }
-        connecting.whenComplete { result in
-            switch result {
-            case .success(let channel):
-                if self.resolvedAddress == nil, let address = channel.remoteAddress {
-                    self.resolvedAddress = (address, .now() + .seconds(60))
-                }
-                // The machine may have given up on it meanwhile (its connect timeout).
-                if self.machine.isConnecting(n) {
-                    self.connection = (n, channel)
-                } else {
-                    channel.close(promise: nil)
-                }
-            case .failure(let error):
-                self.resolvedAddress = nil
-                self.machine.closed(n, reason: .transient("cannot connect to \(self.endpoint): \(error)"), now: self.now)
-                self.step()
+        return connecting.map { channel in
+            if self.resolvedAddress == nil, let address = channel.remoteAddress {
+                self.resolvedAddress = (address, .now() + .seconds(60))
             }
+            return channel
+        }.flatMapErrorThrowing { error in
+            self.resolvedAddress = nil
+            throw error
         }
     }
 
@@ -61,12 +111,14 @@ extension GatewayDriver {
         tlsStatistics.protocolVersion = protocolVersion
         if resumed { tlsStatistics.resumedHandshakes += 1 }
         connection = (n, channel)
+        trace("handshake \(n)\(resumed ? " (resumed)" : "")")
         machine.connected(n, now: now)
         step()
     }
 
     /// Bytes the gateway sent on connection `n`.
     func read(_ n: Int, _ buffer: ByteBuffer) {
+        trace("read \(buffer.readableBytes) bytes on \(n)")
         buffer.withUnsafeReadableBytes { machine.read(n, $0, now: now) }
         step()
     }
@@ -78,6 +130,7 @@ extension GatewayDriver {
 
     /// Connection `n` ended.
     func closed(_ n: Int) {
+        trace("closed \(n)")
         if connection?.number == n { connection = nil }
         let error = closeErrors.removeValue(forKey: n)
         let reason: DeliveryMachine.CloseReason
@@ -97,11 +150,19 @@ extension GatewayDriver {
 
 /// The provider's end of a gateway connection, after the TLS handler: passes
 /// every byte read, every error and the close to the driver, in order.
-final class GatewayChannelHandler: ChannelInboundHandler {
+///
+/// `@unchecked Sendable`: it is created on the driver's event loop, which is
+/// also its channel's, and `connection`, its only mutable state, is read and
+/// written there only (the driver adopts a spare on its loop).
+final class GatewayChannelHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 
+    /// The number of a connection opened as a spare, until it is used.
+    static let spare = 0
+
     let driver: GatewayDriver
-    let connection: Int
+    /// The machine's number for this connection (``spare`` until the driver adopts it).
+    var connection: Int
 
     init(driver: GatewayDriver, connection: Int) {
         self.driver = driver
@@ -110,12 +171,17 @@ final class GatewayChannelHandler: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted(let version, _, _, let resumed) = event as? TLSEvent {
-            driver.handshakeCompleted(connection, channel: context.channel, protocolVersion: version, resumed: resumed)
+            if connection == Self.spare {
+                driver.spareReady(self, resumed: resumed)
+            } else {
+                driver.handshakeCompleted(connection, channel: context.channel, protocolVersion: version, resumed: resumed)
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard connection != Self.spare else { return }
         driver.read(connection, unwrapInboundIn(data))
     }
 
@@ -125,12 +191,12 @@ final class GatewayChannelHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        driver.failed(connection, error)
+        if connection != Self.spare { driver.failed(connection, error) }
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        driver.closed(connection)
+        if connection == Self.spare { driver.spareClosed(self) } else { driver.closed(connection) }
         context.fireChannelInactive()
     }
 }

@@ -3,6 +3,9 @@ import HeraldCore
 import NIOCore
 import NIOPosix
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One persistent gateway connection slot: a ``DeliveryMachine`` driven on a
 /// SwiftNIO event loop. The machine decides everything; this shell opens and
@@ -38,6 +41,16 @@ final class GatewayDriver: @unchecked Sendable {
     var stepAgain = false
     var countedQueued = 0
     var resolvedAddress: (SocketAddress, NIODeadline)?
+    /// Connections opened ahead of need, their TLS sessions up, so that after
+    /// an error response the next connection is there at once.
+    var spares: [Spare] = []
+
+    struct Spare {
+        var channel: (any Channel)?
+        let handler: GatewayChannelHandler
+        var ready = false
+        var resumed = false
+    }
 
     init(loop: any EventLoop, configuration: GatewayConfiguration, tls: TLSContext, gate: FlowGate) {
         self.loop = loop
@@ -46,6 +59,15 @@ final class GatewayDriver: @unchecked Sendable {
         self.gate = gate
         self.endpoint = "\(configuration.host):\(configuration.port)"
         self.machine = DeliveryMachine(policy: configuration.delivery, endpoint: endpoint, seed: UInt64.random(in: 0...UInt64.max))
+    }
+
+    /// `HERALD_GATEWAY_TRACE=1` traces connection events on standard error
+    /// (times, connection numbers, counts: never a token or a payload).
+    static let tracing = getenv("HERALD_GATEWAY_TRACE") != nil
+    func trace(_ s: @autoclosure () -> String) {
+        guard Self.tracing else { return }
+        writeToStandardError("herald gateway trace: [\(ObjectIdentifier(self).hashValue % 1000) \(endpoint) \(NIODeadline.now().uptimeNanoseconds / 1000)µs] \(s()) "
+            + "queued=\(machine.queuedCount) in-flight=\(machine.inFlightCount)\n")
     }
 
     /// The event loop's monotonic clock as the machine's time.
@@ -102,6 +124,11 @@ final class GatewayDriver: @unchecked Sendable {
             if !records.isEmpty { ledger?.record(records) }
         } while stepAgain
         stepping = false
+        if machine.isDrained || (machine.queuedCount == 0 && !machine.isReady) {
+            closeSpares()
+        } else {
+            openSpareIfUseful()
+        }
         settleAccounts()
         scheduleTimer()
         if machine.isDrained, let promise = drainPromise {
@@ -118,6 +145,7 @@ final class GatewayDriver: @unchecked Sendable {
             var sink = ByteBufferSink(buffer: channel.allocator.buffer(capacity: configuration.delivery.writeBytes + 512))
             _ = machine.pollWrite(into: &sink, now: now)
             guard sink.buffer.readableBytes > 0 else { return }
+            trace("write \(sink.buffer.readableBytes) bytes on \(n)")
             channel.writeAndFlush(sink.buffer, promise: nil)
             // The write may have delivered an answer or closed the connection.
             guard connection?.number == n, machine.isReady else { return }
@@ -157,8 +185,20 @@ final class GatewayDriver: @unchecked Sendable {
     func perform(_ action: DeliveryMachine.Action) {
         switch action {
         case .connect(let n):
-            connect(n)
+            if let k = spares.firstIndex(where: { $0.ready && $0.channel?.isActive == true }) {
+                let s = spares.remove(at: k)
+                let channel = s.channel!
+                trace("connect \(n) (the spare, ready)")
+                s.handler.connection = n
+                connection = (n, channel)
+                if s.resumed { tlsStatistics.resumedHandshakes += 1 }
+                machine.connected(n, now: now)
+            } else {
+                trace("connect \(n)")
+                connect(n)
+            }
         case .close(let n):
+            trace("close \(n)")
             if let (current, channel) = connection, current == n {
                 connection = nil
                 channel.close(promise: nil)

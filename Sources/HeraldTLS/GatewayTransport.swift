@@ -25,8 +25,8 @@ import Synchronization
 ///   these may reach a device twice, and they are counted
 ///   (``DeliveryStatistics/resentAfterSilentClose``); a notification alone in
 ///   flight on ``DeliveryPolicy/maxSilentCloses`` such closes → `failed`;
-/// - connection attempts keep failing (``DeliveryPolicy/maxConnectAttempts``,
-///   with backoff), or TLS refuses the gateway or our certificate → `failed`, naming why.
+/// - the gateway stays unreachable for ``DeliveryPolicy/maxOutage`` (retried
+///   with backoff all along), or TLS refuses the gateway or our certificate → `failed`, naming why.
 ///
 /// **Shutdown.** ``finish(outcomes:)`` writes what is queued and has it
 /// confirmed; whatever is still unconfirmed after `drainTimeout` fails.

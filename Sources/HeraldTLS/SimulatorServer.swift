@@ -66,6 +66,7 @@ public final class SimulatorServer: Sendable {
         let gateway = try await serve { channel in
             // The connection's faults are drawn now: a slow handshake holds the ClientHello unread for a while.
             let connection = simulator.openConnection(topic: topic)
+            if connection.isRefused { channel.close(promise: nil) }
             if let delay = connection.handshakeDelay {
                 _ = channel.setOption(.autoRead, value: false)
                 channel.eventLoop.scheduleTask(in: TimeAmount(delay)) { _ = channel.setOption(.autoRead, value: true) }

@@ -122,6 +122,26 @@ public struct TLSTrust: Sendable, Hashable, CustomStringConvertible {
 /// default, against `trust`, with the host name checked; TLS 1.2 minimum; SNI.
 /// Server side (the simulator): with `requireClientCertificate`, a client
 /// without a certificate signed by `trust` is refused.
+/// A TLS protocol version Herald negotiates.
+public struct TLSVersion: Sendable, Hashable, CustomStringConvertible {
+    let wire: Int32
+    public let description: String
+    public static let tls12 = TLSVersion(wire: 0x0303, description: "1.2")
+    public static let tls13 = TLSVersion(wire: 0x0304, description: "1.3")
+    /// "1.2" or "1.3".
+    public init?(_ name: String) {
+        switch name {
+        case "1.2": self = .tls12
+        case "1.3": self = .tls13
+        default: return nil
+        }
+    }
+    init(wire: Int32, description: String) {
+        self.wire = wire
+        self.description = description
+    }
+}
+
 public struct TLSConfiguration: Sendable, Hashable {
     public enum Role: Sendable, Hashable { case client, server }
 
@@ -146,6 +166,11 @@ public struct TLSConfiguration: Sendable, Hashable {
     /// handshake skips the certificates. Client: offer the last session;
     /// server: issue tickets.
     public var sessionResumption = true
+    /// The newest TLS version to negotiate (1.2 or 1.3). TLS 1.2 resumes a
+    /// session without a new key exchange, which makes the reconnection after
+    /// each error response several times cheaper (the binary gateway never
+    /// spoke 1.3); 1.3 by default.
+    public var maximumVersion: TLSVersion = .tls13
 
     public init(
         role: Role, identity: TLSIdentity? = nil, trust: TLSTrust = .system, verifyPeer: Bool = true,

@@ -39,6 +39,9 @@ public final class TLSContext: @unchecked Sendable {
             guard cherald_ctx_set_min_proto_version(ctx, cherald_tls1_2_version()) == 1 else {
                 throw TLSError(.configuration, "OpenSSL refused TLS 1.2 as the minimum version")
             }
+            guard cherald_ctx_set_max_proto_version(ctx, configuration.maximumVersion.wire) == 1 else {
+                throw TLSError(.configuration, "OpenSSL refused TLS \(configuration.maximumVersion) as the maximum version")
+            }
             cherald_ctx_set_default_modes(ctx)
             cherald_ctx_set_default_options(ctx)
             var subject: String? = nil

@@ -28,6 +28,12 @@ struct BenchTLS: AsyncParsableCommand {
     @Option(help: "Notifications in flight per connection before a probe confirms them (DeliveryPolicy.maxUnconfirmed).")
     var maxUnconfirmed = DeliveryPolicy().maxUnconfirmed
 
+    @Option(help: "The newest TLS version both ends negotiate: 1.2 or 1.3.")
+    var tlsMax = "1.3"
+
+    @Option(help: "Spare connections kept ready per connection (GatewayConfiguration.spareConnections).")
+    var spareConnections = GatewayConfiguration(host: "", port: 0, tls: .client(identity: nil)).spareConnections
+
     @Option(help: "Fraction of invalid tokens (rejected with status 8, forcing reconnects and resends). Above 0, the run is repeated at 0 and 0.001 on the same connections, and the report gives each rate and the ratio to the clean one.")
     var invalidFraction = 0.0
 
@@ -41,6 +47,7 @@ struct BenchTLS: AsyncParsableCommand {
     static let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1,"sound":"default"}}"#.utf8)
 
     func run() async throws {
+        guard let version = TLSVersion(tlsMax) else { throw ValidationError("--tls-max must be 1.2 or 1.3") }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-bench-tls-\(UUID().uuidString)").path
         let certs = try ThrowawayCertificates.make(in: dir)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -81,8 +88,10 @@ struct BenchTLS: AsyncParsableCommand {
 
         func overTLS(connections: Int, invalidEvery: Int) async throws -> RunResult {
             let simulator = makeSimulator()
-            let serverTLS = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
-                                                   clientCA: .caFile(certs.caCertificate)))
+            var serverConfig = TLSConfiguration.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                                       clientCA: .caFile(certs.caCertificate))
+            serverConfig.maximumVersion = version
+            let serverTLS = try TLSContext(serverConfig)
             let server = try await SimulatorServer.start(simulator: simulator, tls: serverTLS)
             var config = GatewayConfiguration(
                 host: "127.0.0.1", port: server.gatewayPort,
@@ -90,6 +99,8 @@ struct BenchTLS: AsyncParsableCommand {
                 serverName: "localhost", connections: connections)
             config.maxQueued = max(config.maxQueued, 4 * batchSize * connections)
             config.delivery.maxUnconfirmed = maxUnconfirmed
+            config.tls.maximumVersion = version
+            config.spareConnections = spareConnections
             let transport = try GatewayTransport(configuration: config)
             let (seconds, snapshot) = try await drive(transport, invalidEvery: invalidEvery)
             await server.stop()
@@ -118,6 +129,7 @@ struct BenchTLS: AsyncParsableCommand {
         report.add("invalid_fraction", invalidFraction, places: 4)
         report.add("batch_size", batchSize)
         report.add("max_unconfirmed", maxUnconfirmed)
+        report.add("spare_connections", spareConnections)
         report.add("tls_protocol", one.statistics?.protocolVersion ?? "none")
         report.add("connections_1_seconds", one.seconds, places: 3)
         report.add("connections_1_notifications_per_second", Double(count) / one.seconds, places: 0)

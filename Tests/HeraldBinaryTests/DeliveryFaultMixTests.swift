@@ -61,6 +61,7 @@ import Testing
         for seed in 0..<2000 as Range<UInt64> {
             let invalid: Set<Int> = [Int(seed % 97), 100 + Int(seed % 89), 250 + Int(seed % 41)]
             let c = try await Self.check(seed: seed, count: 300, invalid: invalid, faults: Self.denseMix(seed: seed))
+            await Task.yield()
             stats.add(c.run.transport)
             midFrame += c.faults.midFrameCloses
             lost += c.faults.lostAnswers

@@ -59,7 +59,7 @@ struct PipelineTests {
         let run = Task { try await pipeline.run() }
         // Wait until the source stops making progress (it is blocked by backpressure), however loaded the machine.
         var last = -1
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
             let now = source.emitted.count

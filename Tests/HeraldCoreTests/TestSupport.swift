@@ -70,7 +70,7 @@ final class Counter: Sendable {
 }
 
 /// Polls `condition` every millisecond for up to `seconds`.
-func eventually(seconds: Double = 5, _ condition: () async -> Bool) async -> Bool {
+func eventually(seconds: Double = 60, _ condition: () async -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
     while ContinuousClock.now < deadline {
         if await condition() { return true }

@@ -8,6 +8,9 @@
 
 /// SSL_CTX_set_min_proto_version.
 int cherald_ctx_set_min_proto_version(SSL_CTX *ctx, int version);
+/// SSL_CTX_set_max_proto_version.
+int cherald_ctx_set_max_proto_version(SSL_CTX *ctx, int version);
+
 /// SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS).
 void cherald_ctx_set_default_modes(SSL_CTX *ctx);
 /// SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION).
@@ -34,7 +37,6 @@ X509 *cherald_sk_x509_value(STACK_OF(X509) *sk, int i);
 void cherald_sk_x509_pop_free(STACK_OF(X509) *sk);
 /// The TLS version constants (macros in OpenSSL).
 int cherald_tls1_2_version(void);
-int cherald_tls1_3_version(void);
 #include <openssl/evp.h>
 /// Reads a PEM private key from `bio`. `passphrase` may be NULL: an encrypted key then
 /// fails (OpenSSL never prompts on the terminal). `*asked` is set to 1 when OpenSSL

@@ -33,13 +33,15 @@ extension DeliveryMachine {
         }
         if confirmed || probeAnswered {
             stuckCloses = 0
+            stuckSince = nil
             lastSilentCount = .max
         }
         if probeAnswered && resend.isEmpty {
             cap = min(policy.maxUnconfirmed, cap * 2)
-        } else if resend.count > policy.minUnconfirmed / 2 {
-            // Written past a failure and wasted: write less ahead of the gateway.
-            cap = max(min(cap, policy.minUnconfirmed), cap / 2)
+        } else if resend.count > r.accepted.count {
+            // More was written past the failure (and wasted) than before it: write
+            // about twice the distance between failures ahead of the gateway.
+            cap = max(policy.minUnconfirmed, min(cap, 2 * max(r.accepted.count, 1)))
         }
         // Discarded by the gateway, so not delivered here; while isolating, they stay suspects.
         requeue(resend, suspect: budget != nil)
@@ -63,7 +65,10 @@ extension DeliveryMachine {
             return
         }
         statistics.silentCloses += 1
-        if stalled || items.count >= lastSilentCount { stuckCloses += 1 }
+        if stalled || items.count >= lastSilentCount {
+            stuckCloses += 1
+            if stuckSince == nil { stuckSince = now }
+        }
         lastSilentCount = items.count
         cap = max(1, min(cap, items.count) / 2)
         // A stall is the gateway's doing (it stopped reading), not the notification's.
@@ -79,10 +84,9 @@ extension DeliveryMachine {
         }
         statistics.resentAfterSilentClose += items.count
         requeue(items, suspect: true)
-        if stuckCloses > policy.maxSilentCloses + policy.maxConnectAttempts {
-            failQueue("the gateway \(endpoint) ended \(stuckCloses) connections in a row with no answer"
+        if let since = stuckSince, stuckCloses > policy.maxSilentCloses, now - since >= policy.maxOutage {
+            failQueue("the gateway \(endpoint) ended \(stuckCloses) connections in a row with no answer over \(Self.describe(now - since))"
                 + (lastError.map { " (last: \($0))" } ?? ""))
-            stuckCloses = policy.maxSilentCloses
         }
         reconnect(afterFailures: stuckCloses, now: now)
     }

@@ -90,6 +90,10 @@ public struct DeliveryMachine: Sendable {
     var stuckCloses = 0
     var lastSilentCount = Int.max
     var connectFailures = 0
+    /// When the current outage began: the first of the connection attempts failing in a row.
+    var outageSince: Duration?
+    /// When the current run of silent closes that narrow nothing down began.
+    var stuckSince: Duration?
     var lastError: String?
     var drainDeadline: Duration?
     /// Set once draining has finished: nothing queued, nothing in flight.
@@ -128,6 +132,7 @@ public struct DeliveryMachine: Sendable {
         phase = .ready(c)
         statistics.handshakes += 1
         connectFailures = 0
+        outageSince = nil
         responses = ErrorResponseDecoder()
         _ = window.reset()
         probeSentAt = nil
@@ -313,11 +318,18 @@ public struct DeliveryMachine: Sendable {
         case .transient(let why):
             if let why { lastError = why }
         }
-        if connectFailures >= policy.maxConnectAttempts {
-            failQueue("gave up after \(connectFailures) attempts to reach the gateway \(endpoint): \(lastError ?? "unknown error")")
-            // Later notifications get one more attempt each, after the longest backoff.
-            connectFailures = policy.maxConnectAttempts - 1
+        let since = outageSince ?? now
+        outageSince = since
+        if now - since >= policy.maxOutage {
+            failQueue("the gateway \(endpoint) could not be reached for \(Self.describe(now - since)) (\(connectFailures) attempts): "
+                + (lastError ?? "unknown error"))
         }
         reconnect(afterFailures: connectFailures, now: now)
+    }
+
+    /// A duration in plain words: "1.5 s".
+    static func describe(_ d: Duration) -> String {
+        let s = d.inSeconds
+        return s < 10 ? "\(Double(Int(s * 10)) / 10) s" : "\(Int(s)) s"
     }
 }

@@ -43,15 +43,17 @@ public struct DeliveryPolicy: Sendable, Hashable {
     /// (bounds memory and what an error can throw away). When reached, the
     /// connection writes a probe and waits for its answer.
     public var maxUnconfirmed: Int = 100_000
-    /// After error responses that waste writes the limit above shrinks
-    /// (halving, down to this); it grows back (doubling) with every clean probe.
-    public var minUnconfirmed: Int = 256
+    /// After an error response that wasted more writes than it confirmed, the
+    /// limit above shrinks to twice what it confirmed (not below this); it
+    /// grows back (doubling) with every clean probe.
+    public var minUnconfirmed: Int = 32
     /// A connection asks for confirmation (writes a probe) once its oldest
     /// unconfirmed notification has waited this long.
     public var confirmAfter: Duration = .seconds(1)
     /// With nothing more to write, a connection waits this long for more work
-    /// before it asks for confirmation.
-    public var idleConfirmAfter: Duration = .milliseconds(5)
+    /// before it asks for confirmation (a probe ends the connection, so a
+    /// steady stream with short gaps should not pay one per gap).
+    public var idleConfirmAfter: Duration = .milliseconds(250)
     /// A probe unanswered for this long means the gateway stopped reading or
     /// answering (a stall): the connection is closed and what was in flight is
     /// treated as after a close with no answer.
@@ -60,10 +62,12 @@ public struct DeliveryPolicy: Sendable, Hashable {
     public var connectTimeout: Duration = .seconds(15)
     /// Reconnection delays after failures.
     public var backoff = BackoffPolicy()
-    /// Consecutive failed connection attempts after which the waiting
-    /// notifications fail. With the default backoff, twelve attempts span more
-    /// than a minute, so a gateway restart does not fail anything.
-    public var maxConnectAttempts: Int = 12
+    /// How long notifications are held through an outage: once the gateway
+    /// has been unreachable (or has ended every connection with no answer)
+    /// this long, what is queued fails, naming the outage and the last error;
+    /// notifications that come later get one attempt each until a connection
+    /// succeeds again. A restart of the gateway fails nothing.
+    public var maxOutage: Duration = .seconds(300)
     /// How many times a notification may be alone in flight on a connection
     /// that closes with no answer before it ends `failed`: only a notification
     /// that the gateway keeps closing on, alone, is given up. (A probe's
