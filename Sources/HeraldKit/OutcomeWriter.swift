@@ -11,21 +11,39 @@ import Darwin
 ///
 /// The token is written in full: the outcome stream is data for the caller's
 /// own tools (to remove dead tokens), not a log.
+///
+/// A write that fails (a full disk, a closed pipe) is kept as ``failure``;
+/// nothing more is written after it, the lines not written are counted, and
+/// `onFailure` is called once, so the caller can stop and say so.
 public final class OutcomeWriter: OutcomeObserver {
     let fd: Int32
     let ownsDescriptor: Bool
-    let buffer = Mutex<[UInt8]>([])
+    let name: String
+    let state = Mutex(State())
+    let onFailure: @Sendable (IOError) -> Void
 
-    /// Writes to a file (created or truncated), or standard output for `-`.
-    public init(path: String) throws(IOError) {
+    struct State {
+        var buffer: [UInt8] = []
+        var failure: IOError?
+        var written = 0
+        var lost = 0
+        var pending = 0
+    }
+
+    /// Writes to a file (created or truncated, readable by its owner only:
+    /// it holds full device tokens), or standard output for `-`.
+    public init(path: String, onFailure: @escaping @Sendable (IOError) -> Void = { _ in }) throws(IOError) {
+        self.onFailure = onFailure
         if path == "-" {
             fd = 1
             ownsDescriptor = false
+            name = "standard output"
         } else {
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             if fd < 0 { throw IOError(path: path, errno: errno) }
             self.fd = fd
             ownsDescriptor = true
+            name = path
         }
     }
 
@@ -33,6 +51,11 @@ public final class OutcomeWriter: OutcomeObserver {
         flush()
         if ownsDescriptor { close(fd) }
     }
+
+    /// The first write that failed, if any.
+    public var failure: IOError? { state.withLock { $0.failure } }
+    /// Outcome lines written, and lines that could not be written.
+    public var counts: (written: Int, lost: Int) { state.withLock { ($0.written, $0.lost) } }
 
     /// The JSON line of one record (without the newline).
     public static func line(_ r: OutcomeRecord) -> [UInt8] {
@@ -60,22 +83,45 @@ public final class OutcomeWriter: OutcomeObserver {
     }
 
     public func observe(_ records: [OutcomeRecord]) {
-        buffer.withLock { buf in
+        let failed = state.withLock { s -> IOError? in
+            guard s.failure == nil else {
+                s.lost += records.count
+                return nil
+            }
             var w = JSONWriter(capacity: 0)
-            swap(&w.bytes, &buf)
+            swap(&w.bytes, &s.buffer)
             for r in records {
                 Self.append(r, to: &w)
                 w.byte(0x0A)
             }
-            swap(&w.bytes, &buf)
+            swap(&w.bytes, &s.buffer)
+            s.pending += records.count
             // One write per recorded batch: outcomes of a streaming run appear as they are decided.
-            writeAll(fd, &buf)
+            return Self.write(&s, fd: fd, name: name)
         }
+        if let failed { onFailure(failed) }
     }
 
     /// Writes out what is buffered.
     public func flush() {
-        buffer.withLock { writeAll(fd, &$0) }
+        let failed = state.withLock { s in Self.write(&s, fd: fd, name: name) }
+        if let failed { onFailure(failed) }
+    }
+
+    /// Writes the buffer; returns the failure if this write is the first to fail.
+    static func write(_ s: inout State, fd: Int32, name: String) -> IOError? {
+        guard s.failure == nil, !s.buffer.isEmpty else { return nil }
+        do throws(IOError) {
+            try writeAll(fd, &s.buffer, to: name)
+            s.written += s.pending
+            s.pending = 0
+            return nil
+        } catch {
+            s.failure = error
+            s.lost += s.pending
+            s.pending = 0
+            return error
+        }
     }
 }
 

@@ -88,8 +88,11 @@ public final class GzipFileWriter {
     }
 
     func writeOutput(_ count: Int) throws(RecorderError) {
-        let failure = out.withUnsafeBytes { HeraldCore.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-        if failure != 0 { throw RecorderError(path: path, message: "write failed: \(String(cString: strerror(failure)))") }
+        do throws(IOError) {
+            try writeAll(fd, out, count: count, to: path)
+        } catch {
+            throw RecorderError(path: path, message: "write failed: \(String(cString: strerror(error.code)))")
+        }
         bytesOut += UInt64(count)
     }
 }

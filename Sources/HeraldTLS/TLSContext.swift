@@ -1,5 +1,6 @@
 import CHeraldOpenSSL
 import COpenSSL
+import HeraldCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -338,8 +339,3 @@ public enum TLSLog {
     static func warning(_ message: String) { handler.withLock { $0 }(message) }
 }
 
-/// Writes `text` to standard error, unbuffered.
-func writeToStandardError(_ text: String) {
-    let bytes = Array(text.utf8)
-    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-}

@@ -156,7 +156,7 @@ struct BenchFrame: AsyncParsableCommand {
             }
         }
 
-        var report = BenchReport()
+        var report = JSONLine()
         report.add("benchmark", "frame")
         report.add("payload_mix", payloads.count)
         report.add("average_payload_bytes", averagePayload, places: 1)

@@ -219,7 +219,7 @@ struct BenchLocalize: AsyncParsableCommand {
             }
         }
 
-        var report = BenchReport()
+        var report = JSONLine()
         report.add("benchmark", "localize")
         report.add("mode", "server")
         report.add("cores", 1)

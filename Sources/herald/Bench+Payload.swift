@@ -78,7 +78,7 @@ struct BenchPayload: AsyncParsableCommand {
                     }
                     done += batch.count
                 }
-                best = min(best, seconds(total))
+                best = min(best, total.inSeconds)
             }
             return best
         }
@@ -108,7 +108,7 @@ struct BenchPayload: AsyncParsableCommand {
                     outputs.removeAll(keepingCapacity: true)
                     done += m
                 }
-                best = min(best, seconds(total))
+                best = min(best, total.inSeconds)
             }
             return best
         }
@@ -118,7 +118,7 @@ struct BenchPayload: AsyncParsableCommand {
 
         let rate = Double(count) / best
         let baselineRate = Double(baselineCount) / baselineBest
-        var report = BenchReport()
+        var report = JSONLine()
         report.add("benchmark", "payload")
         report.add("mix", mix.count)
         report.add("mix_truncated", truncated)

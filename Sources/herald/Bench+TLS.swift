@@ -121,7 +121,7 @@ struct BenchTLS: AsyncParsableCommand {
                 && r.snapshot.accepted == UInt64(count) - expectedRejected
         }
 
-        var report = BenchReport()
+        var report = JSONLine()
         report.add("benchmark", "tls")
         report.add("notifications", count)
         report.add("payload_bytes", Self.payload.count)

@@ -14,15 +14,35 @@ struct Bench: AsyncParsableCommand {
 }
 
 /// Results printed as one JSON object on standard output.
-struct BenchReport {
-    var fields: [(String, String)] = []
-    mutating func add(_ key: String, _ value: Int) { fields.append((key, String(value))) }
-    mutating func add(_ key: String, _ value: Double, places: Int = 1) { fields.append((key, rounded(value, places))) }
-    mutating func add(_ key: String, _ value: String) { fields.append((key, "\"\(value)\"")) }
-    mutating func add(_ key: String, _ value: Bool) { fields.append((key, value ? "true" : "false")) }
-    func print() {
-        Swift.print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+/// One JSON object, printed as one line: what every command prints (bench
+/// reports, `herald simulate`'s ports, summaries). Built with the one JSON
+/// writer, so keys and strings are escaped whatever they hold.
+struct JSONLine {
+    var writer = JSONWriter(capacity: 256)
+
+    mutating func key(_ key: String) {
+        writer.byte(writer.bytes.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
+        writer.string(key)
+        writer.byte(UInt8(ascii: ":"))
     }
+    mutating func add(_ key: String, _ value: Int) { self.key(key); writer.int(value) }
+    mutating func add(_ key: String, _ value: UInt64) { self.key(key); writer.int(Int(clamping: value)) }
+    /// A number rounded to `places` decimals; `null` when it is not finite.
+    mutating func add(_ key: String, _ value: Double, places: Int = 1) {
+        self.key(key)
+        if value.isFinite { writer.bytes.append(contentsOf: rounded(value, places).utf8) } else { writer.raw("null") }
+    }
+    mutating func add(_ key: String, _ value: String) { self.key(key); writer.string(value) }
+    mutating func add(_ key: String, _ value: Bool) { self.key(key); writer.bool(value) }
+    mutating func add(_ key: String, _ object: JSONLine) { self.key(key); writer.bytes += object.bytes }
+
+    /// The object's bytes, without a newline.
+    var bytes: [UInt8] { writer.bytes.isEmpty ? Array("{}".utf8) : writer.bytes + [UInt8(ascii: "}")] }
+    /// The object and a newline.
+    var line: String { String(decoding: bytes + [0x0A], as: UTF8.self) }
+
+    /// Prints the object as one line on standard output.
+    func print() { Swift.print(line, terminator: "") }
 }
 
 /// Peak resident memory of this process, in MiB (VmHWM).
@@ -40,16 +60,12 @@ func peakResidentMiB() -> Double {
     return -1
 }
 
-func seconds(_ d: Duration) -> Double {
-    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-}
-
 /// Times `body` and returns seconds.
 func measure(_ body: () async throws -> Void) async rethrows -> Double {
     let clock = ContinuousClock()
     let start = clock.now
     try await body()
-    return seconds(clock.now - start)
+    return (clock.now - start).inSeconds
 }
 
 struct BenchPipeline: AsyncParsableCommand {
@@ -92,7 +108,7 @@ struct BenchPipeline: AsyncParsableCommand {
             }
         }
 
-        var report = BenchReport()
+        var report = JSONLine()
         report.add("benchmark", "pipeline")
         report.add("requests", count)
         report.add("stage_hops", stageNames.count + 1)

@@ -52,13 +52,13 @@ struct DecodeCommand: ParsableCommand {
             let bytes = chunk[0..<n]
             if mode == nil { mode = bytes.allSatisfy { DecodeSession.isHexOrSpace($0) } ? "hex" : "raw" }
             if mode == "raw" {
-                session.feedRaw(Array(bytes))
+                try session.feedRaw(Array(bytes))
                 continue
             }
             for b in bytes {
                 if b == 0x0A {
                     lineNumber += 1
-                    session.decodeHexLine(line, number: lineNumber)
+                    try session.decodeHexLine(line, number: lineNumber)
                     line.removeAll(keepingCapacity: true)
                 } else if line.count < 1 << 24 {
                     line.append(b)
@@ -66,11 +66,11 @@ struct DecodeCommand: ParsableCommand {
             }
         }
         if mode == "hex" {
-            if !line.isEmpty { lineNumber += 1; session.decodeHexLine(line, number: lineNumber) }
+            if !line.isEmpty { lineNumber += 1; try session.decodeHexLine(line, number: lineNumber) }
         } else {
             session.finishRaw()
         }
-        session.flush()
+        try session.flush()
         if session.errors > 0 { throw ExitCode(1) }
     }
 }
@@ -168,7 +168,7 @@ struct DecodeSession {
         (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x66) || (b >= 0x41 && b <= 0x46) || b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09
     }
 
-    mutating func feedRaw(_ bytes: [UInt8]) {
+    mutating func feedRaw(_ bytes: [UInt8]) throws(IOError) {
         var printed: [AnyBinaryMessage] = []
         do {
             try decoder.read(bytes) { printed.append($0) }
@@ -177,14 +177,14 @@ struct DecodeSession {
             printed.forEach { print($0) }
             report(error, line: nil)
         }
-        if out.bytes.count > 1 << 16 { flush() }
+        if out.bytes.count > 1 << 16 { try flush() }
     }
 
     mutating func finishRaw() {
         do { try decoder.finish() } catch { report(error, line: nil) }
     }
 
-    mutating func decodeHexLine(_ line: [UInt8], number: Int) {
+    mutating func decodeHexLine(_ line: [UInt8], number: Int) throws(IOError) {
         let text = line.filter { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }
         if text.isEmpty { return }
         guard text.count % 2 == 0, text.allSatisfy(Self.isHexOrSpace) else {
@@ -206,7 +206,7 @@ struct DecodeSession {
             printed.forEach { print($0) }
             report(error, line: number)
         }
-        if out.bytes.count > 1 << 16 { flush() }
+        if out.bytes.count > 1 << 16 { try flush() }
     }
 
     static func nibble(_ c: UInt8) -> UInt8 {
@@ -261,5 +261,5 @@ struct DecodeSession {
         }
     }
 
-    mutating func flush() { writeAll(1, &out.bytes) }
+    mutating func flush() throws(IOError) { try writeAll(1, &out.bytes, to: "standard output") }
 }

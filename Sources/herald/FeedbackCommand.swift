@@ -47,7 +47,7 @@ struct FeedbackCommand: AsyncParsableCommand {
             w.raw("}\n")
             out += w.bytes
         }
-        writeAll(1, &out)
-        printError("{\"feedback\":{\"tuples\":\(entries.count),\"token_store\":\"\(configuration.tokenStorePath ?? "memory (not kept)")\"}}\n")
+        try writeAll(1, &out, to: "standard output")
+        writeToStandardError("{\"feedback\":{\"tuples\":\(entries.count),\"token_store\":\"\(configuration.tokenStorePath ?? "memory (not kept)")\"}}\n")
     }
 }

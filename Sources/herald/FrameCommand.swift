@@ -57,10 +57,10 @@ struct FrameCommand: AsyncParsableCommand {
         do {
             try await pipeline.run()
         } catch {
-            printer.flush()
+            try? printer.flush()
             throw SetupError("\(error)")
         }
-        printer.flush()
+        try printer.flush()
         if problems.count > 0 { throw ExitCode(1) }
     }
 }
@@ -72,7 +72,7 @@ final class HexFramePrinter: Transport {
 
     func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
         var records: [OutcomeRecord] = []
-        out.withLock { buf in
+        try out.withLock { (buf) throws(IOError) in
             for e in batch {
                 guard let f = e.frame else {
                     records.append(e.record(.failed("no frame")))
@@ -85,14 +85,16 @@ final class HexFramePrinter: Transport {
                 buf.append(0x0A)
                 records.append(e.record(.accepted))
             }
-            if buf.count > 1 << 16 { writeAll(1, &buf) }
+            if buf.count > 1 << 16 { try writeAll(1, &buf, to: "standard output") }
         }
         outcomes.record(records)
     }
 
-    func finish(outcomes: OutcomeLedger) async { flush() }
+    func finish(outcomes: OutcomeLedger) async {
+        do { try flush() } catch { writeToStandardError("herald: cannot write: \(error)\n") }
+    }
 
-    func flush() { out.withLock { writeAll(1, &$0) } }
+    func flush() throws(IOError) { try out.withLock { (buf) throws(IOError) in try writeAll(1, &buf, to: "standard output") } }
 }
 
 /// Prints every outcome other than `accepted` to standard error, as JSON Lines.
@@ -106,6 +108,6 @@ final class ProblemPrinter: OutcomeObserver {
             buf += OutcomeWriter.line(r)
             buf.append(0x0A)
         }
-        if !buf.isEmpty { writeAll(2, &buf) }
+        if !buf.isEmpty { writeToStandardError(String(decoding: buf, as: UTF8.self)) }
     }
 }

@@ -1,4 +1,7 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @main
 struct Herald: AsyncParsableCommand {
@@ -11,4 +14,11 @@ struct Herald: AsyncParsableCommand {
             Bench.self,
         ]
     )
+
+    /// A closed pipe or a full disk is a write error, reported and reflected
+    /// in the exit status, never a silent death by SIGPIPE.
+    static func main() async {
+        signal(SIGPIPE, SIG_IGN)
+        await main(nil)
+    }
 }

@@ -56,16 +56,21 @@ struct PayloadCommand: AsyncParsableCommand {
         do { preview = try PayloadPreview(assembly: HeraldAssembly(configuration: configuration)) } catch { throw SetupError("\(error)") }
         var out: [UInt8] = []
         out.reserveCapacity(1 << 16)
+        var writeError: IOError?
+        func write() {
+            do throws(IOError) { try writeAll(1, &out, to: "standard output") } catch { writeError = writeError ?? error }
+        }
         do {
             try await preview.run(path: input) { result in
                 out.append(contentsOf: result.line)
                 out.append(0x0A)
-                if out.count >= 1 << 16 { writeAll(1, &out) }
+                if out.count >= 1 << 16 { write() }
             }
         } catch {
-            writeAll(1, &out)
+            write()
             throw SetupError("cannot read input: \(error)")
         }
-        writeAll(1, &out)
+        write()
+        if let writeError { throw SetupError("cannot write: \(writeError)") }
     }
 }

@@ -3,6 +3,7 @@ import ArgumentParser
 import HeraldBinary
 import HeraldCore
 import HeraldKit
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,8 +34,17 @@ struct Send: AsyncParsableCommand {
         if let outcomes { configuration.outcomes = outcomes }
         localization.apply(to: &configuration)
 
+        // The pipeline exists only once the writer does: the writer's failure reaches it through this box.
+        let stop = PipelineBox()
         let writer: OutcomeWriter
-        do { writer = try OutcomeWriter(path: configuration.outcomes) } catch { throw SetupError("cannot write outcomes: \(error)") }
+        do {
+            writer = try OutcomeWriter(path: configuration.outcomes) { error in
+                writeToStandardError("herald: cannot write outcomes: \(error); stopping (the summary counts what was lost)\n")
+                stop.shutdown()
+            }
+        } catch {
+            throw SetupError("cannot write outcomes: \(error)")
+        }
         let ledger = OutcomeLedger(observers: [writer])
         let pipeline: Pipeline
         let transport: any Transport
@@ -45,6 +55,7 @@ struct Send: AsyncParsableCommand {
         } catch {
             throw SetupError("\(error)")
         }
+        stop.set(pipeline)
         let signals = ShutdownSignals { pipeline.shutdown() }
         defer { signals.cancel() }
 
@@ -60,32 +71,56 @@ struct Send: AsyncParsableCommand {
         let elapsed = clock.now - start
         let snapshot = ledger.snapshot
         let delivery = await (transport as? any DeliveryReporting)?.deliveryStatistics
-        printSummary(snapshot, elapsed: elapsed, delivery: delivery)
+        let (written, lost) = writer.counts
+        printSummary(snapshot, elapsed: elapsed, delivery: delivery, outcomesWritten: written, outcomesLost: lost)
         if let failure {
             if case PipelineError.sourceFailed(let e, _) = failure, snapshot.entered == 0 {
                 throw SetupError("cannot read \(input): \(e)")
             }
             throw SetupError("\(failure)")
         }
+        if writer.failure != nil { throw ExitCode(Self.outcomesNotWritten) }
+        if snapshot.failed > 0 { throw ExitCode(Self.someFailed) }
     }
+
+    /// Exit status when some requests ended `failed` (the rest were decided).
+    static let someFailed: Int32 = 3
+    /// Exit status when outcomes could not be written (takes precedence).
+    static let outcomesNotWritten: Int32 = 4
 
     /// One JSON line on standard error; with a binary-interface transport, what
     /// its connections did, including `possible_duplicates`: notifications
     /// written again after a connection closed with no answer, the only ones a
     /// device may have received twice.
-    func printSummary(_ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?) {
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let rate = seconds > 0 ? Double(s.entered) / seconds : 0
-        var line = "{\"summary\":{\"entered\":\(s.entered)"
-        for k in Outcome.Kind.allCases { line += ",\"\(k.rawValue)\":\(s.count(k))" }
-        line += ",\"balanced\":\(s.isBalanced),\"elapsed_s\":\(rounded(seconds, 4)),\"rate_per_s\":\(rounded(rate, 1))"
+    func printSummary(_ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?, outcomesWritten: Int, outcomesLost: Int) {
+        let seconds = elapsed.inSeconds
+        var fields = JSONLine()
+        fields.add("entered", s.entered)
+        for k in Outcome.Kind.allCases { fields.add(k.rawValue, s.count(k)) }
+        fields.add("balanced", s.isBalanced)
+        fields.add("elapsed_s", seconds, places: 4)
+        fields.add("rate_per_s", seconds > 0 ? Double(s.entered) / seconds : 0, places: 1)
+        fields.add("outcomes_written", outcomesWritten)
+        if outcomesLost > 0 { fields.add("outcomes_not_written", outcomesLost) }
         if let d = delivery {
-            line += ",\"connections\":\(d.connections),\"error_responses\":\(d.errorResponses),\"silent_closes\":\(d.silentCloses)"
-            line += ",\"stalls\":\(d.stalls),\"resent\":\(d.resent),\"possible_duplicates\":\(d.resentAfterSilentClose)"
+            fields.add("connections", d.connections)
+            fields.add("error_responses", d.errorResponses)
+            fields.add("silent_closes", d.silentCloses)
+            fields.add("stalls", d.stalls)
+            fields.add("resent", d.resent)
+            fields.add("possible_duplicates", d.resentAfterSilentClose)
         }
-        line += "}}\n"
-        printError(line)
+        var line = JSONLine()
+        line.add("summary", fields)
+        writeToStandardError(line.line)
     }
+}
+
+/// Holds the pipeline for a callback made before it exists.
+final class PipelineBox: Sendable {
+    let pipeline = Mutex<Pipeline?>(nil)
+    func set(_ p: Pipeline) { pipeline.withLock { $0 = p } }
+    func shutdown() { pipeline.withLock { $0 }?.shutdown() }
 }
 
 func rounded(_ x: Double, _ places: Int) -> String {
@@ -110,7 +145,7 @@ final class ShutdownSignals: @unchecked Sendable {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler {
-                printError("herald: shutting down, draining in-flight requests (signal again to abort)\n")
+                writeToStandardError("herald: shutting down, draining in-flight requests (signal again to abort)\n")
                 signal(sig, SIG_DFL)
                 onSignal()
             }
@@ -122,8 +157,3 @@ final class ShutdownSignals: @unchecked Sendable {
     func cancel() { for s in sources { s.cancel() } }
 }
 
-/// Writes to standard error.
-func printError(_ s: String) {
-    var s = s
-    s.withUTF8 { buf in _ = write(2, buf.baseAddress, buf.count) }
-}

@@ -89,7 +89,7 @@ struct SimulateCommand: AsyncParsableCommand {
         let server = try await SimulatorServer.start(
             simulator: simulator, tls: tls, host: host == "localhost" ? "127.0.0.1" : host,
             gatewayPort: gatewayPort, feedbackPort: feedbackPort)
-        var ready = BenchReport()
+        var ready = JSONLine()
         ready.add("host", server.host)
         ready.add("gateway_port", server.gatewayPort)
         ready.add("feedback_port", server.feedbackPort)
@@ -104,7 +104,7 @@ struct SimulateCommand: AsyncParsableCommand {
         signals.cancel()
         await server.stop()
         let c = simulator.counters
-        var summary = BenchReport()
+        var summary = JSONLine()
         summary.add("connections", c.connections)
         summary.add("accepted", c.accepted)
         summary.add("rejected", c.rejected.values.reduce(0, +))
@@ -173,7 +173,7 @@ struct CertsCommand: AsyncParsableCommand {
         } catch {
             throw SetupError("\(error)")
         }
-        var r = BenchReport()
+        var r = JSONLine()
         r.add("ca", files.caCertificate)
         r.add("server_certificate", files.serverCertificate)
         r.add("server_key", files.serverKey)

@@ -57,17 +57,19 @@ struct PipelineTests {
             source: source, stages: (0..<stages).map { NamedStage("s\($0)", Touch()) }, transport: transport,
             options: PipelineOptions(batchSize: batchSize, bufferedBatches: buffered))
         let run = Task { try await pipeline.run() }
-        // Wait until the source stops making progress (it is blocked by backpressure), however loaded the machine.
+        // Wait until the source stops making progress (it is blocked by backpressure), however loaded the
+        // machine: no change over a whole second (ten samples), since a busy machine can pause it for a while.
         var last = -1
+        var still = 0
         let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
+        while ContinuousClock.now < deadline && still < 10 {
             try await Task.sleep(for: .milliseconds(100))
             let now = source.emitted.count
-            if now == last && now > 0 { break }
+            still = now == last && now > 0 ? still + 1 : 0
             last = now
         }
         let first = source.emitted.count
-        try await Task.sleep(for: .milliseconds(200))
+        try await Task.sleep(for: .milliseconds(500))
         let second = source.emitted.count
         // Channels: stages+1 of `buffered` batches, plus one batch held by each stage and the transport, plus the sink's partial batch.
         let bound = ((stages + 1) * buffered + stages + 1 + 1 + 1) * batchSize

@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-import HeraldKit
+@testable import HeraldKit
 import Testing
 
 /// Writes `text` to a fresh temporary file and returns its path.
@@ -187,6 +187,47 @@ struct FileTokenStoreTests {
         #expect(reopened.suppressedCount == 1)
         let text = try String(contentsOfFile: path, encoding: .utf8)
         #expect(text.hasPrefix(#"{"token":"0a0a"#))
+    }
+
+    @Test("a last line cut short by a crash is cut off, reported, and the next entry starts on its own line")
+    func tornTail() throws {
+        let path = try temporaryFile(#"{"token":"\#(goodToken)","dead":5}"# + "\n" + #"{"token":"0b0b"#)
+        let b = try DeviceToken(hex: String(repeating: "0b", count: 32))
+        do {
+            let store = try FileTokenStore(path: path)
+            let good = try DeviceToken(hex: goodToken)
+            #expect(store.isSuppressed(good))
+            store.unregistered(b, at: 7)
+            #expect(store.writeFailure == nil)
+        }
+        let reopened = try FileTokenStore(path: path)
+        #expect(reopened.isSuppressed(b) && reopened.suppressedCount == 2)
+        #expect(try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").count == 2)
+    }
+
+    @Test("a complete last line without its newline gets one before the next entry")
+    func unterminatedLastLine() throws {
+        let path = try temporaryFile(#"{"token":"\#(goodToken)","dead":5}"#)
+        let b = try DeviceToken(hex: String(repeating: "0b", count: 32))
+        do {
+            let store = try FileTokenStore(path: path)
+            store.unregistered(b, at: 7)
+        }
+        let reopened = try FileTokenStore(path: path)
+        let good = try DeviceToken(hex: goodToken)
+        #expect(reopened.isSuppressed(b) && reopened.isSuppressed(good))
+    }
+
+    @Test("a journal write that fails (a full disk) is an error naming the file, and leaves no partial line")
+    func failedAppend() throws {
+        let fd = open("/dev/full", O_WRONLY)
+        defer { close(fd) }
+        do {
+            try FileTokenStore.appendLine(Array("{\"token\":\"x\"}\n".utf8), fd: fd, path: "/dev/full")
+            Issue.record("a write to /dev/full succeeded")
+        } catch {
+            #expect(error.description == "/dev/full: No space left on device")
+        }
     }
 
     @Test("a corrupt journal is an error naming the file and line")

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// Reads a whole (small) file, refusing files over `limit` bytes.
-public func readSmallFile(_ path: String, limit: Int = 16 << 20) throws(IOError) -> [UInt8] {
+package func readSmallFile(_ path: String, limit: Int = 16 << 20) throws(IOError) -> [UInt8] {
     let fd = open(path, O_RDONLY)
     if fd < 0 { throw IOError(path: path, errno: errno) }
     defer { close(fd) }
@@ -23,27 +23,39 @@ public func readSmallFile(_ path: String, limit: Int = 16 << 20) throws(IOError)
     }
 }
 
-/// Writes all of `bytes` to `fd`, retrying short writes and interrupted calls.
-/// - Returns: 0, or the `errno` of the write that failed.
-@discardableResult
-public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+/// Writes all of `bytes` to `fd`, retrying short writes and interrupted
+/// calls; a failure names `name` (the file, or "standard output").
+package func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, to name: @autoclosure () -> String) throws(IOError) {
     var off = 0
     while off < bytes.count {
         let n = write(fd, bytes.baseAddress! + off, bytes.count - off)
         if n < 0 {
             if errno == EINTR { continue }
-            return errno
+            throw IOError(path: name(), errno: errno)
         }
         off += n
     }
-    return 0
 }
 
-/// Writes all of `buffer` to `fd` and empties it (keeping its capacity).
-/// - Returns: 0, or the `errno` of the write that failed.
-@discardableResult
-public func writeAll(_ fd: Int32, _ buffer: inout [UInt8]) -> Int32 {
-    let result = buffer.withUnsafeBytes { writeAll(fd, $0) }
-    buffer.removeAll(keepingCapacity: true)
-    return result
+/// Writes the first `count` bytes of `bytes` (all of them by default) to `fd`.
+package func writeAll(_ fd: Int32, _ bytes: [UInt8], count: Int? = nil, to name: @autoclosure () -> String) throws(IOError) {
+    var failure: IOError?
+    bytes.withUnsafeBytes { raw in
+        do throws(IOError) { try writeAll(fd, UnsafeRawBufferPointer(rebasing: raw[0..<(count ?? raw.count)]), to: name()) } catch { failure = error }
+    }
+    if let failure { throw failure }
+}
+
+/// Writes all of `buffer` to `fd` and empties it (keeping its capacity), even when the write fails.
+package func writeAll(_ fd: Int32, _ buffer: inout [UInt8], to name: @autoclosure () -> String) throws(IOError) {
+    defer { buffer.removeAll(keepingCapacity: true) }
+    try writeAll(fd, buffer, to: name())
+}
+
+/// Writes `text` to standard error: the one place Herald does. A failure
+/// here cannot be reported anywhere, so it is the only write whose result is
+/// deliberately not acted upon.
+package func writeToStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { buf in try? writeAll(2, UnsafeRawBufferPointer(buf), to: "standard error") }
 }

@@ -1,0 +1,49 @@
+import Foundation
+import HeraldTestSupport
+import Testing
+
+/// Outcomes that cannot be written are never lost silently (issue 12, item 4).
+@Suite("herald send when outcomes cannot be written", .serialized)
+struct OutcomeWriteFailureTests {
+    static func requests(_ n: Int) throws -> String {
+        try temporaryFile((0..<n).map { #"{"id":\#($0),"token":"\#(goodToken)","alert":"n\#($0)"}"# }.joined(separator: "\n") + "\n")
+    }
+
+    @Test("--outcomes /dev/full: exit 4, the error named, the summary counts what was not written")
+    func fullDisk() throws {
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = ["send", "--outcomes", "/dev/full", try Self.requests(200)]
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 4, "\(stderr)")
+        #expect(stderr.contains("/dev/full") && stderr.contains("No space left on device"))
+        #expect(stderr.contains(#""outcomes_written":0"#) && stderr.contains(#""outcomes_not_written":"#))
+    }
+
+    @Test("standard output closed early (| head -1): no death by SIGPIPE; exit 4 with a summary")
+    func closedPipe() throws {
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = ["send", try Self.requests(50_000)]
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        // Read one line, then close our end, as `head -1` does.
+        let reader = out.fileHandleForReading
+        var first: [UInt8] = []
+        while let d = try reader.read(upToCount: 1), let b = d.first, b != 0x0A { first.append(b) }
+        try reader.close()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationReason == .exit, "killed by a signal")
+        #expect(p.terminationStatus == 4, "\(stderr)")
+        #expect(String(decoding: first, as: UTF8.self).contains(#""outcome":"accepted""#))
+        #expect(stderr.contains("Broken pipe") && stderr.contains(#""summary""#) && stderr.contains(#""balanced":true"#))
+    }
+}
