@@ -11,7 +11,9 @@ let package = Package(
         .library(name: "HeraldBinary", targets: ["HeraldBinary"]),
         .library(name: "HeraldSimulator", targets: ["HeraldSimulator"]),
         .library(name: "HeraldRecorder", targets: ["HeraldRecorder"]),
-        .library(name: "HeraldTLS", targets: ["HeraldTLS"]),
+        .library(name: "HeraldOpenSSL", targets: ["HeraldOpenSSL"]),
+        .library(name: "HeraldGateway", targets: ["HeraldGateway"]),
+        .library(name: "HeraldTesting", targets: ["HeraldTesting"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .executable(name: "herald", targets: ["herald"]),
     ],
@@ -40,18 +42,36 @@ let package = Package(
         .target(name: "CHeraldZlib", dependencies: ["CZlib"]),
         // The file recorder transport: gzip-compressed JSON Lines logs of what would be sent.
         .target(name: "HeraldRecorder", dependencies: ["HeraldCore", "CZlib", "CHeraldZlib"]),
-        // The system OpenSSL (libssl-dev), used only by HeraldTLS.
+        // The system OpenSSL (libssl-dev), used by HeraldOpenSSL (and HeraldTesting's certificate maker).
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
         // C wrappers for OpenSSL macros that do not import into Swift.
         .target(name: "CHeraldOpenSSL", dependencies: ["COpenSSL"]),
-        // TLS on OpenSSL driven by SwiftNIO, the gateway transport and the simulator over TLS (issue 6).
+        // TLS on OpenSSL driven by SwiftNIO, and nothing else.
         .target(
-            name: "HeraldTLS",
+            name: "HeraldOpenSSL",
             dependencies: [
-                "HeraldCore", "HeraldBinary", "HeraldSimulator", "COpenSSL", "CHeraldOpenSSL",
+                "HeraldCore", "COpenSSL", "CHeraldOpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // The binary interface over TLS: the gateway transport (the DeliveryMachine on NIO) and the feedback client.
+        .target(
+            name: "HeraldGateway",
+            dependencies: [
+                "HeraldCore", "HeraldBinary", "HeraldOpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // For tests, ours and embedders': the simulator over TLS, throwaway certificates, outcome collectors.
+        .target(
+            name: "HeraldTesting",
+            dependencies: [
+                "HeraldCore", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "COpenSSL", "CHeraldOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -61,13 +81,13 @@ let package = Package(
             name: "HeraldKit",
             dependencies: [
                 "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
-                "HeraldTLS",
+                "HeraldGateway",
             ]
         ),
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldTLS",
+                "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -81,10 +101,11 @@ let package = Package(
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
         // Helpers shared by the test targets.
-        .target(name: "HeraldTestSupport", path: "Tests/HeraldTestSupport"),
+        .target(name: "HeraldTestSupport", dependencies: ["HeraldTesting"], path: "Tests/HeraldTestSupport"),
         .testTarget(name: "HeraldKitTests", dependencies: ["HeraldTestSupport", "HeraldKit"]),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
-        .testTarget(name: "HeraldTLSTests", dependencies: ["HeraldTestSupport", "HeraldTLS", "HeraldKit"]),
+        .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
+        .testTarget(name: "HeraldGatewayTests", dependencies: ["HeraldTestSupport", "HeraldGateway", "HeraldTesting", "HeraldKit"]),
     ]
 )
 

@@ -1,6 +1,7 @@
 import HeraldBinary
 import HeraldCore
-import HeraldTLS
+import HeraldGateway
+import HeraldOpenSSL
 
 /// Builds the `gateway` transport (the binary interface over TLS) from its configuration node:
 ///

@@ -1,7 +1,8 @@
 import HeraldCore
 import HeraldRecorder
 import HeraldSimulator
-import HeraldTLS
+import HeraldGateway
+import HeraldOpenSSL
 import Synchronization
 
 /// Where a custom stage goes: after one of the built-in stages.

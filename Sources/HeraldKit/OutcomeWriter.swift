@@ -124,13 +124,3 @@ public final class OutcomeWriter: OutcomeObserver {
         }
     }
 }
-
-/// Collects outcome records in memory, for tests and embedders.
-public final class OutcomeCollector: OutcomeObserver {
-    let storage = Mutex<[OutcomeRecord]>([])
-    public init() {}
-    public func observe(_ records: [OutcomeRecord]) { storage.withLock { $0.append(contentsOf: records) } }
-    /// Everything recorded so far, in the order it was recorded.
-    public var records: [OutcomeRecord] { storage.withLock { $0 } }
-}
-

@@ -3,7 +3,9 @@ import Foundation
 import HeraldBinary
 import HeraldCore
 import HeraldSimulator
-import HeraldTLS
+import HeraldGateway
+import HeraldOpenSSL
+import HeraldTesting
 
 /// `herald bench tls`: notifications per second through the gateway transport
 /// over real TLS to the simulator served on loopback, both ends in this

@@ -1,7 +1,9 @@
 import ArgumentParser
 import HeraldCore
 import HeraldKit
-import HeraldTLS
+import HeraldGateway
+import HeraldOpenSSL
+import HeraldTesting
 
 struct FeedbackCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -3,7 +3,9 @@ import ArgumentParser
 import Foundation
 import HeraldCore
 import HeraldSimulator
-import HeraldTLS
+import HeraldGateway
+import HeraldOpenSSL
+import HeraldTesting
 import Synchronization
 
 /// `herald simulate`: the APNs simulator served over TLS on loopback, requiring

@@ -28,7 +28,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
 
     /// Sends `envelopes` in batches of `batch` and returns what happened.
     static func run(_ envelopes: [Envelope], simulator: APNsSimulator, options: SimulatorTransport.Options = .init(), batch: Int = 100) async throws -> Run {
-        let collector = Collector()
+        let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
         let transport = SimulatorTransport(simulator: simulator, options: options)
         var i = 0
@@ -142,7 +142,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         // Every connection stalls: nothing is ever read, nothing is accepted, nothing hangs.
         let sim = APNsSimulator(configuration: SimulatorConfiguration(faults: FaultPlan(stallProbability: 1)))
         let transport = SimulatorTransport(simulator: sim)
-        let collector = Collector()
+        let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
         let e = Self.envelopes(50)
         ledger.enter(e.map(\.sequence), count: e.count)

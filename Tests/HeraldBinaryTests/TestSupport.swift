@@ -67,9 +67,3 @@ func readAll<P: BinaryMessageParser>(_ parser: P.Type, chunks: [[UInt8]]) throws
     return out
 }
 
-/// Collects outcome records.
-final class Collector: OutcomeObserver {
-    let storage = Mutex<[OutcomeRecord]>([])
-    func observe(_ records: [OutcomeRecord]) { storage.withLock { $0.append(contentsOf: records) } }
-    var records: [OutcomeRecord] { storage.withLock { $0 } }
-}

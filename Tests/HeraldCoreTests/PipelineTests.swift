@@ -188,14 +188,10 @@ struct PipelineTests {
                 await sink.emit(request(3), line: 3)
             }
         }
-        final class Collect: OutcomeObserver {
-            let records = Mutex<[OutcomeRecord]>([])
-            func observe(_ r: [OutcomeRecord]) { records.withLock { $0 += r } }
-        }
-        let c = Collect()
+        let c = OutcomeCollector()
         let s = try await Pipeline(source: Mixed(), stages: [], transport: RecordingTransport(), ledger: OutcomeLedger(observers: [c])).run()
         #expect(s.dropped == 1 && s.accepted == 2)
-        let all: [OutcomeRecord] = c.records.withLock { $0 }
+        let all: [OutcomeRecord] = c.records
         let dropped = all.first { $0.outcome.kind == Outcome.Kind.dropped }
         #expect(dropped?.line == 2)
         #expect(dropped?.outcome == .dropped("line 2: bad"))

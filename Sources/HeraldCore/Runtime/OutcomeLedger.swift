@@ -117,3 +117,13 @@ public struct LedgerImbalance: Error, Sendable, CustomStringConvertible {
     public let snapshot: LedgerSnapshot
     public var description: String { "outcome ledger does not balance: \(snapshot); \(snapshot.violations.prefix(3).joined(separator: "; "))" }
 }
+
+/// Collects outcome records in memory, for tests and embedders.
+public final class OutcomeCollector: OutcomeObserver {
+    let storage = Mutex<[OutcomeRecord]>([])
+    public init() {}
+    public func observe(_ records: [OutcomeRecord]) { storage.withLock { $0.append(contentsOf: records) } }
+    /// Everything recorded so far, in the order it was recorded.
+    public var records: [OutcomeRecord] { storage.withLock { $0 } }
+}
+

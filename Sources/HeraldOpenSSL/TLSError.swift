@@ -59,15 +59,15 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// One entry of OpenSSL's thread-local error queue.
-struct OpenSSLErrorEntry: Sendable, Hashable {
+package struct OpenSSLErrorEntry: Sendable, Hashable {
     var library: Int32
     var reason: Int32
     var text: String
 }
 
-enum OpenSSLErrors {
+package enum OpenSSLErrors {
     /// Takes (and clears) OpenSSL's error queue for this thread.
-    static func drain() -> [OpenSSLErrorEntry] {
+    package static func drain() -> [OpenSSLErrorEntry] {
         var out: [OpenSSLErrorEntry] = []
         while true {
             let e = ERR_get_error()
@@ -81,7 +81,7 @@ enum OpenSSLErrors {
         return out
     }
 
-    static func text(_ entries: [OpenSSLErrorEntry]) -> String {
+    package static func text(_ entries: [OpenSSLErrorEntry]) -> String {
         entries.map(\.text).joined(separator: "; ")
     }
 

@@ -1,5 +1,7 @@
 import Foundation
-import HeraldTLS
+import HeraldOpenSSL
+import HeraldTestSupport
+import HeraldTesting
 import Testing
 
 @Suite("TLS contexts from bad files")

@@ -1,5 +1,7 @@
 import Foundation
-import HeraldTLS
+import HeraldOpenSSL
+import HeraldTestSupport
+import HeraldTesting
 import Synchronization
 import Testing
 
@@ -191,14 +193,6 @@ final class WarningCollector: Sendable {
     var all: [String] { messages.withLock { $0 } }
 }
 
-/// Polls `condition` for up to `seconds`.
-func waitUntil(seconds: Double = 5, _ condition: () -> Bool) async throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() > deadline { struct Timeout: Error {}; throw Timeout() }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-}
 
 /// Runs the `openssl` command-line tool; nil when it is not installed.
 func runOpenSSL(_ arguments: [String]) throws -> Int32? {

@@ -2,7 +2,9 @@ import Foundation
 import HeraldBinary
 import HeraldCore
 import HeraldTestSupport
-import HeraldTLS
+import HeraldGateway
+import HeraldOpenSSL
+import HeraldTesting
 import Testing
 
 /// The gateway transport against a binary-interface gateway written outside
@@ -45,7 +47,7 @@ struct PythonGatewayTests {
         config.drainTimeout = .seconds(60)
         s.tweak(&config)
         let transport = try GatewayTransport(configuration: config)
-        let collector = RecordCollector()
+        let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
         let framer = BinaryFramer(format: .frame)
         let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1}}"#.utf8)
@@ -73,7 +75,7 @@ struct PythonGatewayTests {
             delivered[String(line.split(separator: " ")[0]), default: 0] += 1
         }
         var lost = 0, validFailed = 0, invalidWrong = 0, duplicates = 0
-        for r in collector.all {
+        for r in collector.records {
             let hex = r.token!.hex
             let times = delivered[hex] ?? 0
             if invalid.contains(r.token!) {
@@ -88,7 +90,7 @@ struct PythonGatewayTests {
         let stats = transport.statistics
         #expect(snapshot.isBalanced && snapshot.entered == UInt64(s.count), "\(snapshot)")
         #expect(lost == 0, "valid notifications never delivered")
-        #expect(validFailed == 0, "\(collector.all.filter { $0.outcome.kind == .failed }.prefix(3))")
+        #expect(validFailed == 0, "\(collector.records.filter { $0.outcome.kind == .failed }.prefix(3))")
         #expect(invalidWrong == 0, "every invalid one rejected(8), never delivered")
         #expect(duplicates <= stats.resentAfterSilentClose, "\(duplicates) duplicates, \(stats.resentAfterSilentClose) resent after closes with no answer")
         return Outcome(snapshot: snapshot, statistics: stats, duplicates: duplicates, seconds: seconds, gateway: counters)

@@ -123,7 +123,7 @@ public final class TLSContext: @unchecked Sendable {
         return ssl
     }
 
-    static func isIPAddress(_ s: String) -> Bool {
+    package static func isIPAddress(_ s: String) -> Bool {
         var v4 = in_addr()
         var v6 = in6_addr()
         return inet_pton(AF_INET, s, &v4) == 1 || inet_pton(AF_INET6, s, &v6) == 1
@@ -329,7 +329,7 @@ public final class TLSContext: @unchecked Sendable {
     }
 }
 
-/// Where HeraldTLS writes its warnings (standard error by default).
+/// Where HeraldOpenSSL writes its warnings (standard error by default).
 public enum TLSLog {
     static let handler = Mutex<@Sendable (String) -> Void>({ message in
         writeToStandardError("herald: WARNING: \(message)\n")

@@ -1,5 +1,6 @@
 import HeraldBinary
 import HeraldCore
+import HeraldOpenSSL
 import NIOCore
 #if canImport(Glibc)
 import Glibc
@@ -34,12 +35,6 @@ public struct GatewayEnvironment: Sendable, Hashable, CustomStringConvertible {
     public static func named(_ n: String) -> GatewayEnvironment? { all.first { $0.name == n } }
 
     public var description: String { "\(name) (\(host):\(port))" }
-}
-
-extension TimeAmount {
-    init(_ d: Duration) {
-        self = .nanoseconds(d.inNanoseconds)
-    }
 }
 
 /// How the gateway transport connects, batches, confirms and gives up.

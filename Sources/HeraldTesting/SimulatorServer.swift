@@ -1,5 +1,6 @@
 import HeraldBinary
 import HeraldCore
+import HeraldOpenSSL
 import HeraldSimulator
 import NIOCore
 import NIOPosix

@@ -3,7 +3,10 @@ import HeraldBinary
 import HeraldCore
 import HeraldKit
 import HeraldSimulator
-import HeraldTLS
+import HeraldGateway
+import HeraldTestSupport
+import HeraldOpenSSL
+import HeraldTesting
 import NIOCore
 import NIOPosix
 import Testing
@@ -11,7 +14,7 @@ import Testing
 /// Sends `count` valid notifications through a transport built from `config` and returns the outcomes.
 func sendThrough(_ config: GatewayConfiguration, count: Int = 20) async throws -> (LedgerSnapshot, [OutcomeRecord], GatewayStatistics, Double) {
     let transport = try GatewayTransport(configuration: config)
-    let collector = RecordCollector()
+    let collector = OutcomeCollector()
     let ledger = OutcomeLedger(observers: [collector])
     let framer = BinaryFramer(format: .frame)
     var batch: [Envelope] = []
@@ -25,7 +28,7 @@ func sendThrough(_ config: GatewayConfiguration, count: Int = 20) async throws -
     ledger.enter(batch.map(\.sequence), count: batch.count)
     try await transport.send(batch, outcomes: ledger)
     await transport.finish(outcomes: ledger)
-    return (ledger.snapshot, collector.all, transport.statistics, Date().timeIntervalSince(start))
+    return (ledger.snapshot, collector.records, transport.statistics, Date().timeIntervalSince(start))
 }
 
 /// A simulator served over TLS with the shared certificates.
@@ -138,11 +141,11 @@ struct GatewayFailureTests {
         try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
 
         let assembly = HeraldAssembly(configuration: try HeraldConfiguration.load(path: configPath))
-        let collector = RecordCollector()
+        let collector = OutcomeCollector()
         let pipeline = try assembly.makePipeline(source: JSONLinesSource(path: input), ledger: OutcomeLedger(observers: [collector]))
         let snapshot = try await pipeline.run()
         #expect(snapshot.isBalanced && snapshot.accepted == 39 && snapshot.rejected == 1)
-        #expect(collector.all.first { $0.id == 17 }?.outcome == .rejected(.invalidToken))
+        #expect(collector.records.first { $0.id == 17 }?.outcome == .rejected(.invalidToken))
         #expect(simulator.deliveries.count == 39)
     }
 
@@ -261,33 +264,6 @@ struct DrainTests {
     }
 }
 
-@Suite("Server certificate validity")
-struct ServerCertificateTests {
-    @Test("a gateway presenting an expired certificate is refused in plain words")
-    func expiredServer() async throws {
-        let dir = temporaryDirectory()
-        let ca = try IssuedCertificate.certificateAuthority(commonName: "Expiry CA")
-        try ca.writeCertificate(to: dir + "/ca.pem")
-        let old = try IssuedCertificate.issue(commonName: "localhost", hostNames: ["localhost"], purpose: .server, by: ca,
-                                              notBefore: -86_400 * 60, notAfter: -86_400)
-        try old.writeCertificate(to: dir + "/server.pem")
-        try old.writeKey(to: dir + "/server-key.pem")
-        // A misconfigured server: it does not check its own certificate's dates.
-        var serverConfig = TLSConfiguration(
-            role: .server, identity: .pem(certificate: dir + "/server.pem", key: dir + "/server-key.pem"), requireClientCertificate: false)
-        serverConfig.checkIdentityDates = false
-        let server = try await EchoServer.start(try TLSContext(serverConfig))
-        defer { Task { await server.stop() } }
-        let client = try TLSContext(.client(identity: nil, trust: .caFile(dir + "/ca.pem")))
-        do {
-            _ = try await echo([1], port: server.port, context: client, serverName: "localhost")
-            Issue.record("an expired server certificate was accepted")
-        } catch let e as TLSError {
-            #expect(e.code == .expiredCertificate && e.message.contains("expired"), "\(e)")
-        }
-    }
-}
-
 /// Closes the connection as soon as anything arrives: a gateway that takes nothing.
 final class CloseOnRead: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
@@ -309,7 +285,7 @@ struct SilentCloseTests {
                                    ca: certs.caCertificate)
         config.delivery.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
         let transport = try GatewayTransport(configuration: config)
-        let collector = RecordCollector()
+        let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
         let framer = BinaryFramer(format: .simple)
         var batch: [Envelope] = []
@@ -324,7 +300,7 @@ struct SilentCloseTests {
         await transport.finish(outcomes: ledger)
         let snapshot = ledger.snapshot
         #expect(snapshot.isBalanced && snapshot.accepted == 198 && snapshot.failed == 2, "\(snapshot)")
-        let failed = Set(collector.all.filter { $0.outcome.kind == .failed }.compactMap(\.token))
+        let failed = Set(collector.records.filter { $0.outcome.kind == .failed }.compactMap(\.token))
         #expect(failed == Set(poison))
         let delivered = Set(simulator.deliveries.map(\.token))
         #expect(delivered.count == 198 && delivered.isDisjoint(with: poison))

@@ -1,5 +1,6 @@
 import HeraldBinary
 import HeraldCore
+import HeraldOpenSSL
 import NIOCore
 import NIOPosix
 

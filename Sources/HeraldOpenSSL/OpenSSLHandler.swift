@@ -1,5 +1,6 @@
 import CHeraldOpenSSL
 import COpenSSL
+import HeraldCore
 import NIOCore
 
 /// Events the TLS handler sends up the pipeline.
@@ -90,9 +91,8 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
         guard state == .idle else { return }
         state = .handshaking
         let timeout = tls.configuration.handshakeTimeout
-        let nanos = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        handshakeTimer = context.eventLoop.scheduleTask(in: .nanoseconds(nanos)) {
+        handshakeTimer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             let (handler, context) = bound.value
             guard handler.state == .handshaking else { return }
             handler.fail(context: context, TLSError(.handshakeTimeout,

@@ -2,16 +2,13 @@ import Foundation
 import HeraldBinary
 import HeraldCore
 import HeraldSimulator
-import HeraldTLS
+import HeraldGateway
+import HeraldTestSupport
+import HeraldOpenSSL
+import HeraldTesting
 import Synchronization
 import Testing
 
-/// Collects every outcome record.
-final class RecordCollector: OutcomeObserver, Sendable {
-    let records = Mutex<[OutcomeRecord]>([])
-    func observe(_ r: [OutcomeRecord]) { records.withLock { $0.append(contentsOf: r) } }
-    var all: [OutcomeRecord] { records.withLock { $0 } }
-}
 
 /// A run of N notifications through the gateway transport over TLS to the simulator.
 struct GatewayRun {
@@ -71,7 +68,7 @@ struct GatewayRun {
         if let high { config.writeBufferHigh = high; config.writeBufferLow = high / 4 }
         tweak(&config)
         let transport = try GatewayTransport(configuration: config)
-        let collector = RecordCollector()
+        let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
         let framer = BinaryFramer(format: .frame)
         let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1}}"#.utf8)
@@ -93,7 +90,7 @@ struct GatewayRun {
         await transport.finish(outcomes: ledger)
         let seconds = Date().timeIntervalSince(start)
         await server.stop()
-        return Result(snapshot: ledger.snapshot, records: collector.all, deliveries: simulator.deliveries, invalid: invalid,
+        return Result(snapshot: ledger.snapshot, records: collector.records, deliveries: simulator.deliveries, invalid: invalid,
                       tokens: tokens, statistics: transport.statistics, simulatorCounters: simulator.counters, seconds: seconds)
     }
 }

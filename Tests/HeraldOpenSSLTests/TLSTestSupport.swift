@@ -1,20 +1,10 @@
 import Foundation
-import HeraldTLS
+import HeraldOpenSSL
+import HeraldTestSupport
+import HeraldTesting
 import NIOCore
 import NIOPosix
 import Synchronization
-
-/// A fresh temporary directory.
-func temporaryDirectory() -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("herald-tls-\(UUID().uuidString)").path
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}
-
-/// A throwaway certificate set, made once per test process.
-let sharedCertificates: ThrowawayCertificates = {
-    try! ThrowawayCertificates.make(in: temporaryDirectory())
-}()
 
 /// Echoes what it reads (over TLS).
 final class EchoHandler: ChannelInboundHandler {

@@ -1,3 +1,4 @@
+import HeraldOpenSSL
 import CHeraldOpenSSL
 import COpenSSL
 #if canImport(Glibc)
