@@ -44,6 +44,28 @@ struct GatewayRun {
         return DeviceToken(bytes: b)
     }
 
+    /// Sends one framed notification per token (request id = index), in batches, then finishes; returns the seconds taken.
+    static func send(_ tokens: [DeviceToken], through transport: any Transport, ledger: OutcomeLedger, batchSize: Int) async throws -> Double {
+        let framer = BinaryFramer(format: .frame)
+        let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1}}"#.utf8)
+        let start = Date()
+        var batch: [Envelope] = []
+        batch.reserveCapacity(batchSize)
+        for (i, token) in tokens.enumerated() {
+            var e = Envelope(sequence: UInt64(i), request: NotificationRequest(token: token, id: UInt32(i)))
+            e.payload = payload
+            e.frame = try framer.frame(e)
+            batch.append(e)
+            if batch.count == batchSize || i == tokens.count - 1 {
+                ledger.enter(batch.map(\.sequence), count: batch.count)
+                try await transport.send(batch, outcomes: ledger)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        await transport.finish(outcomes: ledger)
+        return Date().timeIntervalSince(start)
+    }
+
     func run() async throws -> Result {
         let certs = sharedCertificates
         let simulator = APNsSimulator(configuration: SimulatorConfiguration(faults: faults))
@@ -70,25 +92,7 @@ struct GatewayRun {
         let transport = try GatewayTransport(configuration: config)
         let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
-        let framer = BinaryFramer(format: .frame)
-        let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1}}"#.utf8)
-
-        let start = Date()
-        var batch: [Envelope] = []
-        batch.reserveCapacity(batchSize)
-        for i in 0..<count {
-            var e = Envelope(sequence: UInt64(i), request: NotificationRequest(token: tokens[i], id: UInt32(i)))
-            e.payload = payload
-            e.frame = try framer.frame(e)
-            batch.append(e)
-            if batch.count == batchSize || i == count - 1 {
-                ledger.enter(batch.map(\.sequence), count: batch.count)
-                try await transport.send(batch, outcomes: ledger)
-                batch.removeAll(keepingCapacity: true)
-            }
-        }
-        await transport.finish(outcomes: ledger)
-        let seconds = Date().timeIntervalSince(start)
+        let seconds = try await Self.send(tokens, through: transport, ledger: ledger, batchSize: batchSize)
         await server.stop()
         return Result(snapshot: ledger.snapshot, records: collector.records, deliveries: simulator.deliveries, invalid: invalid,
                       tokens: tokens, statistics: transport.statistics, simulatorCounters: simulator.counters, seconds: seconds)

@@ -49,23 +49,7 @@ struct PythonGatewayTests {
         let transport = try GatewayTransport(configuration: config)
         let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
-        let framer = BinaryFramer(format: .frame)
-        let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1}}"#.utf8)
-        let start = Date()
-        var batch: [Envelope] = []
-        for i in 0..<s.count {
-            var e = Envelope(sequence: UInt64(i), request: NotificationRequest(token: tokens[i], id: UInt32(i)))
-            e.payload = payload
-            e.frame = try framer.frame(e)
-            batch.append(e)
-            if batch.count == 512 || i == s.count - 1 {
-                ledger.enter(batch.map(\.sequence), count: batch.count)
-                try await transport.send(batch, outcomes: ledger)
-                batch.removeAll(keepingCapacity: true)
-            }
-        }
-        await transport.finish(outcomes: ledger)
-        let seconds = Date().timeIntervalSince(start)
+        let seconds = try await GatewayRun.send(tokens, through: transport, ledger: ledger, batchSize: 512)
         let counters = gateway.stop()
 
         // What the gateway says it took, per token.

@@ -19,17 +19,8 @@ final class OutputCollector: Sendable {
 @Suite("herald certs, herald simulate, herald send over TLS", .serialized)
 struct SimulateCLITests {
     func run(_ arguments: [String]) throws -> (Int32, String, String) {
-        let p = Process()
-        p.executableURL = try heraldExecutable()
-        p.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        let r = try runHerald(arguments)
+        return (r.status, r.stdout, r.stderr)
     }
 
     @Test("certs makes a set; simulate prints its ports, serves TLS to herald send, and stops on SIGINT with its counters")

@@ -8,22 +8,12 @@ struct CLITests {
     func send() throws {
         let lines = (0..<50).map { #"{"id":\#($0),"token":"\#(goodToken)","alert":"n\#($0)"}"# } + ["not json"]
         let input = try temporaryFile(lines.joined(separator: "\n") + "\n")
-        let p = Process()
-        p.executableURL = try heraldExecutable()
-        p.arguments = ["send", input]
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0)
-        let outcomes = String(decoding: stdout, as: UTF8.self).split(separator: "\n")
+        let (status, stdout, summary) = try runHerald(["send", input])
+        #expect(status == 0)
+        let outcomes = stdout.split(separator: "\n")
         #expect(outcomes.count == 51)
         #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) }.count == 50)
         #expect(outcomes.contains { $0.contains(#""line":51,"outcome":"dropped""#) })
-        let summary = String(decoding: stderr, as: UTF8.self)
         #expect(summary.contains(#""entered":51,"accepted":50,"rejected":0,"dropped":1"#))
         #expect(summary.contains(#""balanced":true"#))
     }
@@ -31,16 +21,8 @@ struct CLITests {
     @Test("send: a setup error (bad configuration) exits non-zero naming the file and key")
     func setupError() throws {
         let config = try temporaryFile(#"{"payload":{"policy":"sometimes"}}"#, suffix: ".json")
-        let p = Process()
-        p.executableURL = try heraldExecutable()
-        p.arguments = ["send", "--config", config, "/dev/null"]
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus != 0)
+        let (status, _, stderr) = try runHerald(["send", "--config", config, "/dev/null"])
+        #expect(status != 0)
         #expect(stderr.contains("\(config): payload.policy: must be one of"))
     }
 

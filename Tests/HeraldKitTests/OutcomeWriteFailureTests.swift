@@ -11,16 +11,8 @@ struct OutcomeWriteFailureTests {
 
     @Test("--outcomes /dev/full: exit 4, the error named, the summary counts what was not written")
     func fullDisk() throws {
-        let p = Process()
-        p.executableURL = try heraldExecutable()
-        p.arguments = ["send", "--outcomes", "/dev/full", try Self.requests(200)]
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = FileHandle.nullDevice
-        try p.run()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 4, "\(stderr)")
+        let (status, _, stderr) = try runHerald(["send", "--outcomes", "/dev/full", try Self.requests(200)])
+        #expect(status == 4, "\(stderr)")
         #expect(stderr.contains("/dev/full") && stderr.contains("No space left on device"))
         #expect(stderr.contains(#""outcomes_written":0"#) && stderr.contains(#""outcomes_not_written":"#))
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The repository's root directory (where Package.swift is).
 public func repositoryRoot() -> URL {
@@ -19,4 +20,23 @@ public func heraldExecutable() throws -> URL {
 public struct HeraldExecutableMissing: Error, CustomStringConvertible {
     public let root: String
     public var description: String { "no herald executable under \(root)/.build; run `swift build` first" }
+}
+
+/// Runs the built `herald` with `arguments` and returns its exit status, standard output and standard error.
+public func runHerald(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    let p = Process()
+    p.executableURL = try heraldExecutable()
+    p.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    // Standard error on a thread of its own, so the child never blocks on a full pipe.
+    let errorText = Mutex("")
+    let reader = Thread { errorText.withLock { $0 = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } }
+    reader.start()
+    let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    p.waitUntilExit()
+    while !reader.isFinished { usleep(1000) }
+    return (p.terminationStatus, stdout, errorText.withLock { $0 })
 }

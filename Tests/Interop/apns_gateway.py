@@ -55,6 +55,19 @@ SHUTDOWN = 10
 UNKNOWN_COMMAND = 255
 
 
+
+def token_and_payload(data, ts, tlen, n):
+    """The token at `ts` (`tlen` bytes), then a 2-byte length and the payload,
+    for the simple and enhanced formats: (token, payload, end), or None when
+    the notification is not all there yet."""
+    if n - ts < tlen + 2:
+        return None
+    ps = ts + tlen + 2
+    plen = U16.unpack_from(data, ts + tlen)[0]
+    if n - ps < plen:
+        return None
+    return data[ts:ts + tlen], data[ps:ps + plen], ps + plen
+
 class Gateway:
     def __init__(self, args):
         self.args = args
@@ -176,16 +189,11 @@ class Gateway:
                 if n - pos < 11:
                     break
                 ident, _expiry, tlen = ENHANCED_HEAD.unpack_from(data, pos + 1)
-                ts = pos + 11
-                if n - ts < tlen + 2:
+                parsed = token_and_payload(data, pos + 11, tlen, n)
+                if parsed is None:
                     break
-                ps = ts + tlen + 2
-                plen = U16.unpack_from(data, ts + tlen)[0]
-                if n - ps < plen:
-                    break
-                token = data[ts:ts + tlen]
-                status = validate(token, data[ps:ps + plen], None)
-                pos = ps + plen
+                token, payload, pos = parsed
+                status = validate(token, payload, None)
                 if status:
                     return good, (status, ident, False), pos
                 append((token, ident, 1))
@@ -206,16 +214,11 @@ class Gateway:
                 if n - pos < 3:
                     break
                 tlen = U16.unpack_from(data, pos + 1)[0]
-                ts = pos + 3
-                if n - ts < tlen + 2:
+                parsed = token_and_payload(data, pos + 3, tlen, n)
+                if parsed is None:
                     break
-                ps = ts + tlen + 2
-                plen = U16.unpack_from(data, ts + tlen)[0]
-                if n - ps < plen:
-                    break
-                token = data[ts:ts + tlen]
-                status = validate(token, data[ps:ps + plen], None)
-                pos = ps + plen
+                token, payload, pos = parsed
+                status = validate(token, payload, None)
                 if status:
                     return good, (status, 0, True), pos
                 append((token, -1, 0))
