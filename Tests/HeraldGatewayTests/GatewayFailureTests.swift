@@ -245,6 +245,24 @@ struct DrainTests {
         #expect(seconds >= 0.5 && seconds < 5)
     }
 
+    @Test("a server that accepts TCP and never speaks TLS: the outcomes name the handshake timeout, not the drain")
+    func silentServer() async throws {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { Task { try? await server.close() } }
+        var config = gatewayConfig(port: server.localAddress!.port!,
+                                   identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.tls.handshakeTimeout = .milliseconds(200)
+        config.drainTimeout = .seconds(1)
+        config.delivery.backoff = BackoffPolicy(initial: .milliseconds(5), maximum: .milliseconds(50))
+        let (snapshot, records, _, seconds) = try await sendThrough(config, count: 10)
+        #expect(snapshot.isBalanced && snapshot.failed == 10)
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("no connection") && r.contains("did not finish within") } else { false } },
+                "\(records.first.map { "\($0.outcome)" } ?? "")")
+        #expect(seconds < 10)
+    }
+
     @Test("a gateway that stops reading: the answer timeout closes it, nothing is accepted, everything fails in bounded time")
     func stalledGateway() async throws {
         let certs = self.certs

@@ -115,9 +115,14 @@ extension DeliveryMachine {
     }
 
     mutating func drainTimedOut() {
-        let reason = "not confirmed by the gateway \(endpoint) before the shutdown deadline"
-        outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(reason)) })
-        failQueue(reason)
+        // Say what stood in the way: what was written waits for an answer; what
+        // was never written waits for a connection (and the last error says why).
+        let why = lastError.map { " (last: \($0))" } ?? ""
+        let unconfirmed = "written, but not confirmed by the gateway \(endpoint) before the shutdown deadline\(why)"
+        outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(unconfirmed)) })
+        failQueue(isReady
+            ? "not written before the shutdown deadline: the gateway \(endpoint) took too long to read\(why)"
+            : "not sent before the shutdown deadline: no connection to the gateway \(endpoint)\(why)")
         if case .ready(let c) = phase { actions.append(.close(c)) }
         if case .failed = phase {} else { phase = .idle }
         checkDrained()

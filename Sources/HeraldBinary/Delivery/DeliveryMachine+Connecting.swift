@@ -1,0 +1,52 @@
+import HeraldCore
+
+/// Opening connections, backing off, and holding notifications through an outage.
+extension DeliveryMachine {
+    mutating func connectIfNeeded(_ now: Duration) {
+        guard case .idle = phase, !queue.isEmpty else {
+            checkDrained()
+            return
+        }
+        lastConnection += 1
+        phase = .connecting(lastConnection, since: now)
+        statistics.connections += 1
+        actions.append(.connect(lastConnection))
+    }
+
+    /// Waits `failures` backoff steps (none for 0) before the next connection.
+    mutating func reconnect(afterFailures failures: Int, now: Duration) {
+        let delay = policy.backoff.delay(afterFailures: failures, using: &random)
+        if delay > .zero && !queue.isEmpty {
+            phase = .waiting(until: now + delay)
+        } else {
+            phase = .idle
+            connectIfNeeded(now)
+        }
+    }
+
+    mutating func connectFailed(_ reason: CloseReason, now: Duration) {
+        statistics.connectFailures += 1
+        connectFailures += 1
+        phase = .idle
+        switch reason {
+        case .permanent(let why):
+            failEverything(why)
+            return
+        case .transient(let why):
+            if let why { lastError = why }
+        }
+        let since = outageSince ?? now
+        outageSince = since
+        if now - since >= policy.maxOutage {
+            failQueue("the gateway \(endpoint) could not be reached for \(Self.describe(now - since)) (\(connectFailures) attempts): "
+                + (lastError ?? "unknown error"))
+        }
+        reconnect(afterFailures: connectFailures, now: now)
+    }
+
+    /// A duration in plain words: "1.5 s".
+    static func describe(_ d: Duration) -> String {
+        let s = d.inSeconds
+        return s < 10 ? "\(Double(Int(s * 10)) / 10) s" : "\(Int(s)) s"
+    }
+}
