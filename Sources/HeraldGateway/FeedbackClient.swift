@@ -9,8 +9,10 @@ import NIOPosix
 /// as the session is up, until it closes, and decodes them.
 ///
 /// The service empties its list once read, so every call returns only what
-/// is new. A truncated last tuple is an error (nothing is returned, so
-/// nothing is half-applied).
+/// is new, and nothing it sent is thrown away: if the stream breaks off (a
+/// reset, a truncated tuple) or a tuple cannot be a device token (a token
+/// length other than 32 bytes: the stream is misframed from there), the call
+/// throws ``FeedbackIncomplete`` with every complete, valid tuple before the problem.
 public struct FeedbackClient: FeedbackSource {
     public var host: String
     public var port: Int
@@ -39,7 +41,7 @@ public struct FeedbackClient: FeedbackSource {
 
     public func fetchFeedback() async throws -> [FeedbackEntry] {
         let loop = group.next()
-        let done = loop.makePromise(of: [UInt8].self)
+        let done = loop.makePromise(of: FeedbackReadHandler.Result.self)
         let tls = self.tls
         let name = serverName ?? host
         let where_ = "\(host):\(port)"
@@ -58,42 +60,65 @@ public struct FeedbackClient: FeedbackSource {
             channel.close(promise: nil)
         }
         defer { timer.cancel() }
-        let bytes = try await done.futureResult.get()
+        let (bytes, streamError) = try await done.futureResult.get()
+        return try Self.decode(bytes, streamError: streamError, from: where_)
+    }
+
+    /// The tuples in `bytes`; throws ``FeedbackIncomplete`` (with the good ones) at the first problem.
+    static func decode(_ bytes: [UInt8], streamError: (any Error)?, from service: String) throws(FeedbackIncomplete) -> [FeedbackEntry] {
         var decoder = FeedbackDecoder()
         var entries: [FeedbackEntry] = []
-        try decoder.read(bytes) { entries.append($0); return true }
-        try decoder.finish()
+        var problem: String?
+        do {
+            try decoder.read(bytes) { entry in
+                guard entry.token.count == DeviceToken.standardLength else {
+                    problem = "tuple \(entries.count + 1) from the feedback service \(service) has a token of \(entry.token.count) bytes "
+                        + "(device tokens are \(DeviceToken.standardLength)): the stream is not feedback from there on"
+                    return false
+                }
+                entries.append(entry)
+                return true
+            }
+            if problem == nil, streamError == nil { try decoder.finish() }
+        } catch {
+            problem = problem ?? "the feedback service \(service) sent a broken stream: \(error)"
+        }
+        if problem == nil, let streamError {
+            problem = "the connection to the feedback service \(service) failed: \(streamError)"
+        }
+        if let problem { throw FeedbackIncomplete(entries: entries, reason: problem) }
         return entries
     }
 }
 
 /// Collects everything the feedback service writes until it closes.
+/// Every error ends the read with what came before it: the bytes, and the error.
 final class FeedbackReadHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
-    let done: EventLoopPromise<[UInt8]>
+    typealias Result = (bytes: [UInt8], error: (any Error)?)
+    let done: EventLoopPromise<Result>
     var bytes: [UInt8] = []
-    var failed = false
+    var error: (any Error)?
 
-    init(done: EventLoopPromise<[UInt8]>) { self.done = done }
+    init(done: EventLoopPromise<Result>) { self.done = done }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard error == nil else { return }
         let buffer = unwrapInboundIn(data)
         buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
         if bytes.count > 64 << 20 {
-            failed = true
-            done.fail(TLSError(.protocolError, "the feedback service sent more than 64 MiB"))
+            error = TLSError(.protocolError, "the feedback service sent more than 64 MiB")
             context.close(promise: nil)
         }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        failed = true
-        done.fail(error)
+        if self.error == nil { self.error = error }
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !failed { done.succeed(bytes) }
+        done.succeed((bytes, error))
         context.fireChannelInactive()
     }
 }

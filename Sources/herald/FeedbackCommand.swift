@@ -36,8 +36,17 @@ struct FeedbackCommand: AsyncParsableCommand {
         } catch {
             throw SetupError("\(error)")
         }
-        let entries: [FeedbackEntry]
-        do { entries = try await client.fetchFeedback() } catch { throw SetupError("feedback service \(client.host):\(client.port): \(error)") }
+        var entries: [FeedbackEntry]
+        var incomplete: FeedbackIncomplete?
+        do {
+            entries = try await client.fetchFeedback()
+        } catch let e as FeedbackIncomplete {
+            // The service has forgotten what it sent: keep the good tuples, then say what went wrong.
+            entries = e.entries
+            incomplete = e
+        } catch {
+            throw SetupError("feedback service \(client.host):\(client.port): \(error)")
+        }
         var out: [UInt8] = []
         for e in entries {
             assembly.tokenStore.unregistered(e.token, at: e.timestamp)
@@ -50,6 +59,13 @@ struct FeedbackCommand: AsyncParsableCommand {
             out += w.bytes
         }
         try writeAll(1, &out, to: "standard output")
-        writeToStandardError("{\"feedback\":{\"tuples\":\(entries.count),\"token_store\":\"\(configuration.tokenStorePath ?? "memory (not kept)")\"}}\n")
+        var fields = JSONLine()
+        fields.add("tuples", entries.count)
+        fields.add("token_store", configuration.tokenStorePath ?? "memory (not kept)")
+        if let incomplete { fields.add("problem", incomplete.reason) }
+        var line = JSONLine()
+        line.add("feedback", fields)
+        writeToStandardError(line.line)
+        if let incomplete { throw SetupError("\(incomplete)") }
     }
 }

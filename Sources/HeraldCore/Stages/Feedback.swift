@@ -11,6 +11,20 @@ public struct FeedbackEntry: Sendable, Hashable {
     }
 }
 
+/// A feedback fetch that went wrong part-way (a torn stream, a tuple that
+/// cannot be a device token): `entries` holds the complete, valid tuples
+/// before the problem. The binary feedback service forgets what it has sent,
+/// so the caller should keep them.
+public struct FeedbackIncomplete: Error, Sendable, CustomStringConvertible {
+    public let entries: [FeedbackEntry]
+    public let reason: String
+    public init(entries: [FeedbackEntry], reason: String) {
+        self.entries = entries
+        self.reason = reason
+    }
+    public var description: String { "\(reason) (\(entries.count) complete tuples before it were kept)" }
+}
+
 /// Something that tells which tokens are dead: the feedback service, HTTP 410s.
 public protocol FeedbackSource: Sendable {
     /// Fetches the current list (the binary feedback service empties it on read).
