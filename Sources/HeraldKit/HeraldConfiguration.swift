@@ -86,10 +86,7 @@ public struct HeraldConfiguration: Sendable {
 
         let localize = try root.child("localize")
         if let mode = try localize.string("mode", oneOf: ["client", "server"]) { c.localization = LocalizationMode(rawValue: mode) }
-        if let dir = try localize.string("catalogs") {
-            guard !dir.isEmpty else { throw localize.error("catalogs", "must not be empty") }
-            c.catalogs = relativeToFile(dir, root.file)
-        }
+        if let dir = try localize.path("catalogs") { c.catalogs = dir }
         if let fallback = try localize.strings("fallback") {
             for tag in fallback where LanguageTag(parsing: tag) == nil {
                 throw localize.error("fallback", "\"\(tag)\" is not a language tag")
@@ -120,14 +117,8 @@ public struct HeraldConfiguration: Sendable {
             }
             c.customStages.append(CustomStageSpec(type: type, after: after, options: node))
         }
-        c.outcomes = try root.string("outcomes") ?? c.outcomes
-        c.tokenStorePath = try root.child("tokens").string("path")
+        c.outcomes = try root.path("outcomes") ?? c.outcomes
+        c.tokenStorePath = try root.child("tokens").path("path")
         return c
     }
-}
-
-/// `path` as given when absolute, else relative to the folder of `file` (a configuration file).
-func relativeToFile(_ path: String, _ file: String) -> String {
-    guard !path.hasPrefix("/"), let slash = file.lastIndex(of: "/") else { return path }
-    return String(file[...slash]) + path
 }

@@ -49,7 +49,7 @@ public final class HeraldRegistry: Sendable {
             try GatewayTransport.make(node)
         }
         r.registerTransport("recorder") { node, _ in
-            guard let path = try node.string("path") else { throw node.error("path", "required: the .gz log to write") }
+            guard let path = try node.path("path") else { throw node.error("path", "required: the .gz log to write") }
             do {
                 return try RecorderTransport(path: path, includeFrames: try node.bool("frames") ?? true)
             } catch {

@@ -56,6 +56,17 @@ public final class ConfigNode: @unchecked Sendable {
         return s
     }
 
+    /// A file or folder path: as given when absolute, else relative to the
+    /// folder of the configuration file (not the working directory), so a
+    /// configuration means the same wherever it is run from. `-` (standard
+    /// input or output) is kept as it is.
+    public func path(_ key: String) throws(ConfigError) -> String? {
+        guard let s = try string(key) else { return nil }
+        guard !s.isEmpty else { throw error(key, "must not be empty") }
+        guard s != "-", !s.hasPrefix("/"), let slash = file.lastIndex(of: "/") else { return s }
+        return String(file[...slash]) + s
+    }
+
     public func string(_ key: String, oneOf allowed: [String]) throws(ConfigError) -> String? {
         guard let s = try string(key) else { return nil }
         guard allowed.contains(s) else {
