@@ -61,6 +61,8 @@ public struct FeedbackClient: FeedbackSource {
         }
         defer { timer.cancel() }
         let (bytes, streamError) = try await done.futureResult.get()
+        // Nothing came before the error (a refused certificate…): nothing can be lost; report it as it is.
+        if bytes.isEmpty, let streamError { throw streamError }
         return try Self.decode(bytes, streamError: streamError, from: where_)
     }
 

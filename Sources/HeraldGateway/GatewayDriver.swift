@@ -91,6 +91,8 @@ final class GatewayDriver: @unchecked Sendable {
     /// unconfirmed after `timeout` fails.
     func drain(timeout: Duration) -> EventLoopFuture<Void> {
         loop.flatSubmit {
+            // A second call (the signal started the drain, then finish) keeps the first deadline.
+            if let pending = self.drainPromise { return pending.futureResult }
             let promise = self.loop.makePromise(of: Void.self)
             self.drainPromise = promise
             self.machine.drain(deadline: self.now + timeout, now: self.now)

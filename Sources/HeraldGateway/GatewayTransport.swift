@@ -84,6 +84,12 @@ public final class GatewayTransport: Transport {
         let drains = drivers.map { $0.drain(timeout: timeout) }
         for d in drains { try? await d.get() }
     }
+
+    /// A signal: `send` stops waiting for room, and the drain deadline starts now.
+    public func shutdownRequested() {
+        gate.open()
+        for d in drivers { _ = d.drain(timeout: configuration.drainTimeout) }
+    }
 }
 
 /// What the gateway transport did: the delivery machines' counters and the TLS sessions'.
@@ -112,6 +118,8 @@ final class FlowGate: Sendable {
     struct State {
         var count = 0
         var waiters: [CheckedContinuation<Void, Never>] = []
+        /// Opened for good at shutdown: nobody waits any more.
+        var open = false
     }
     let state = Mutex(State())
     let limit: Int
@@ -121,14 +129,14 @@ final class FlowGate: Sendable {
     func acquire(_ n: Int) async {
         while true {
             let admitted = state.withLock { s -> Bool in
-                guard s.count < limit else { return false }
+                guard s.open || s.count < limit else { return false }
                 s.count += n
                 return true
             }
             if admitted { return }
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if s.count < limit { return true }
+                    if s.open || s.count < limit { return true }
                     s.waiters.append(c)
                     return false
                 }
@@ -138,6 +146,16 @@ final class FlowGate: Sendable {
     }
 
     func add(_ n: Int) { state.withLock { $0.count += n } }
+
+    /// Lets everyone through, now and from now on.
+    func open() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.open = true
+            defer { s.waiters.removeAll() }
+            return s.waiters
+        }
+        for w in waiters { w.resume() }
+    }
 
     func remove(_ n: Int) {
         guard n > 0 else { return }

@@ -206,6 +206,20 @@ struct FeedbackClientTests {
     }
 }
 
+/// Completes the TLS handshake, then never reads again: the socket buffers fill and the provider's writes stall.
+final class StopReading: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    var stopped = false
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is TLSEvent { stopped = true }
+        context.fireUserInboundEventTriggered(event)
+    }
+    func read(context: ChannelHandlerContext) {
+        if !stopped { context.read() }
+    }
+}
+
 /// Reads and discards everything: a gateway that never answers.
 final class BlackHole: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
@@ -260,6 +274,36 @@ struct DrainTests {
         #expect(snapshot.isBalanced && snapshot.failed == 10)
         #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("no connection") && r.contains("did not finish within") } else { false } },
                 "\(records.first.map { "\($0.outcome)" } ?? "")")
+        #expect(seconds < 10)
+    }
+
+    @Test("a signal while send waits for room on a stalled gateway: the drain deadline ends it, every notification has an outcome (issue 12, item 2)")
+    func signalWhileBlocked() async throws {
+        let certs = self.certs
+        let server = try await fakeGateway(certs) { StopReading() }
+        defer { Task { try? await server.close() } }
+        var config = gatewayConfig(port: server.localAddress!.port!,
+                                   identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.maxQueued = 64
+        config.drainTimeout = .seconds(1)
+        config.spareConnections = 0
+        config.socketSendBuffer = 4096
+        config.writeBufferHigh = 8192
+        config.writeBufferLow = 2048
+        let transport = try GatewayTransport(configuration: config)
+        let ledger = OutcomeLedger()
+        let count = 20_000
+        let tokens = (0..<count).map(GatewayRun.token)
+        let start = Date()
+        let sending = Task { try await GatewayRun.send(tokens, through: transport, ledger: ledger, batchSize: 32) }
+        // The gateway reads and never answers: nothing is confirmed, the gate fills and send waits.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(ledger.snapshot.entered < count, "send should be waiting for room")
+        transport.shutdownRequested()
+        _ = try await sending.value
+        let seconds = Date().timeIntervalSince(start)
+        let s = ledger.snapshot
+        #expect(s.isBalanced && s.entered == UInt64(count) && s.failed == UInt64(count) && s.accepted == 0, "\(s)")
         #expect(seconds < 10)
     }
 

@@ -199,7 +199,7 @@ public struct DeliveryMachine: Sendable {
     /// Finish: write everything, have it confirmed, then close. Whatever is
     /// not confirmed by `deadline` fails. ``isDrained`` turns true when done.
     public mutating func drain(deadline: Duration, now: Duration) {
-        drainDeadline = deadline
+        drainDeadline = min(drainDeadline ?? deadline, deadline)
         connectIfNeeded(now)
         checkDrained()
     }

@@ -99,8 +99,12 @@ public final class Pipeline: Sendable {
     /// The names of the stages, in order.
     public var stageNames: [String] { stages.map(\.name) }
 
-    /// Asks the source to stop; what is in flight drains. Same as cancelling `run()`.
-    public func shutdown() { stop.set() }
+    /// Asks the source to stop; what is in flight drains (the transport starts
+    /// its shutdown deadline now). Same as cancelling `run()`.
+    public func shutdown() {
+        stop.set()
+        transport.shutdownRequested()
+    }
 
     /// Runs until the source is exhausted (or shutdown) and everything has drained.
     /// - Returns: the ledger's final counts.
@@ -144,6 +148,7 @@ public final class Pipeline: Sendable {
             await sourceTask.value
         } onCancel: {
             stop.set()
+            transport.shutdownRequested()
         }
         for t in tasks { await t.value }
 

@@ -67,6 +67,15 @@ public protocol Transport: Sendable {
     func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws
     /// No more batches will come: flush, make sure everything sent has an outcome, close.
     func finish(outcomes: OutcomeLedger) async
+    /// The pipeline was asked to stop (a signal): stop waiting for room
+    /// (``send(_:outcomes:)`` must not hold the drain up) and start the
+    /// shutdown deadline now. Called from any thread, possibly more than once.
+    func shutdownRequested()
+}
+
+extension Transport {
+    /// Transports that never wait for long need do nothing.
+    public func shutdownRequested() {}
 }
 
 /// Per-request check applied by a `PipelineStage` adapter: the built-in stage
