@@ -18,6 +18,10 @@ public struct BinaryFramer: Framer {
     public func frame(_ envelope: Envelope) throws(StageFailure) -> Frame {
         let request = envelope.request
         guard request.token.count > 0 else { throw StageFailure("missing device token") }
+        // The gateway answers any other size with status 5 and a closed connection: drop it here instead.
+        guard request.token.count == DeviceToken.standardLength else {
+            throw StageFailure("device token of \(request.token.count) bytes; the binary interface takes \(DeviceToken.standardLength)")
+        }
         let id = request.id ?? UInt32(truncatingIfNeeded: envelope.sequence)
         let priority: UInt8
         if let p = request.priority {

@@ -47,7 +47,11 @@ public struct JSONLinesSource: NotificationSource {
         case .notReady: return nil
         case .tooLong(let n):
             return .invalid(line: n, reason: "line longer than \(maximumLineLength) bytes", id: nil, token: nil)
-        case .line(let n, let bytes):
+        case .line(let n, var bytes):
+            // A UTF-8 byte-order mark at the start of the input (some editors write one) is not part of line 1.
+            if n == 1, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
+                bytes = UnsafeRawBufferPointer(rebasing: bytes[3...])
+            }
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return nil }
             do {
                 return .request(try decoder.decode(line: bytes), line: n)

@@ -1,4 +1,7 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
 @preconcurrency import Dispatch
 import Foundation
 import HeraldCore
@@ -168,7 +171,14 @@ struct CertsCommand: AsyncParsableCommand {
     @Option(name: .customLong("host-name"), help: "A name or address the server certificate is valid for (repeatable).")
     var hostNames: [String] = ["localhost", "127.0.0.1", "::1"]
 
+    @Flag(help: "Replace a set already in the directory (its CA key included).")
+    var force = false
+
     func run() async throws {
+        let existing = ThrowawayCertificates(directory: directory).caKey
+        if !force && access(existing, F_OK) == 0 {
+            throw SetupError("\(existing) exists: herald certs does not overwrite a CA key (use --force to replace the whole set)")
+        }
         let files: ThrowawayCertificates
         do {
             files = try ThrowawayCertificates.make(in: directory, hostNames: hostNames)

@@ -109,3 +109,41 @@ struct ConfigurationPathTests {
         #expect(!FileManager.default.fileExists(atPath: "state/outcomes.jsonl"))
     }
 }
+
+/// Issue 12, item 9: the small things a hostile user found.
+@Suite("herald send and certs: small things")
+struct SmallThingsTests {
+    @Test("a byte-order mark before line 1 does not drop it")
+    func byteOrderMark() throws {
+        let input = try temporaryFile("\u{FEFF}" + #"{"id":1,"token":"\#(goodToken)","alert":"hi"}"# + "\n")
+        let (status, stdout, _) = try runHerald(["send", input])
+        #expect(status == 0 && stdout.contains(#""line":1,"token""#) && stdout.contains(#""outcome":"accepted""#))
+    }
+
+    @Test("a badge beyond the integer range says so; a token that is not 32 bytes is dropped before the wire")
+    func rangesAndSizes() throws {
+        let lines = [#"{"id":1,"token":"\#(goodToken)","badge":99999999999999999999999}"#,
+                     #"{"id":2,"token":"\#(String(repeating: "ab", count: 16))","alert":"short token"}"#]
+        let (status, stdout, _) = try runHerald(["send", try temporaryFile(lines.joined(separator: "\n") + "\n")])
+        #expect(status == 0)
+        #expect(stdout.contains("out of range"), "\(stdout)")
+        #expect(stdout.contains("binary interface takes 32"), "\(stdout)")
+    }
+
+    @Test("a directory as input is named as such")
+    func directoryInput() throws {
+        let (status, _, stderr) = try runHerald(["send", FileManager.default.temporaryDirectory.path])
+        #expect(status == 1 && stderr.contains("Is a directory") && stderr.contains(FileManager.default.temporaryDirectory.path.split(separator: "/").last.map(String.init) ?? "tmp"))
+    }
+
+    @Test("herald certs does not overwrite a CA key without --force")
+    func certsKeepsTheCAKey() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-certs-\(UUID().uuidString)").path
+        #expect(try runHerald(["certs", dir]).status == 0)
+        let key = try String(contentsOfFile: dir + "/ca-key.pem", encoding: .utf8)
+        let again = try runHerald(["certs", dir])
+        #expect(again.status != 0 && again.stderr.contains("does not overwrite"))
+        #expect(try String(contentsOfFile: dir + "/ca-key.pem", encoding: .utf8) == key)
+        #expect(try runHerald(["certs", dir, "--force"]).status == 0)
+    }
+}

@@ -77,8 +77,7 @@ public struct RequestDecoder: Sendable {
             default: throw RequestError("\"\(name)\" must be a string or an object")
             }
         case "badge":
-            guard let n = v.numberValue, n.isInteger, let i = n.intValue else { throw RequestError("\"\(name)\" must be an integer") }
-            aps.badge = i
+            aps.badge = try int(v, name)
         case "sound":
             switch v {
             case .string(let s): aps.sound = .named(s)
@@ -149,7 +148,8 @@ public struct RequestDecoder: Sendable {
         return s
     }
     func int(_ v: JSONValue, _ name: String) throws(RequestError) -> Int {
-        guard let n = v.numberValue, n.isInteger, let i = n.intValue else { throw RequestError("\"\(name)\" must be an integer") }
+        guard let n = v.numberValue, n.isInteger else { throw RequestError("\"\(name)\" must be an integer") }
+        guard let i = n.intValue else { throw RequestError("\"\(name)\" is out of range: \(n.text) (from \(Int.min) to \(Int.max))") }
         return i
     }
     func strings(_ v: JSONValue, _ name: String) throws(RequestError) -> [String] {

@@ -36,6 +36,11 @@ public struct LineReader: ~Copyable {
         } else {
             let fd = open(path, O_RDONLY)
             if fd < 0 { throw IOError(path: path, errno: errno) }
+            var st = stat()
+            if fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR {
+                close(fd)
+                throw IOError(path: path, errno: EISDIR)
+            }
             self.init(fd: fd, ownsDescriptor: true, maximumLineLength: maximumLineLength)
         }
     }
