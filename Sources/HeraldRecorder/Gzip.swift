@@ -20,11 +20,17 @@ public final class GzipFileWriter {
     /// Compressed bytes written to the file so far.
     public private(set) var bytesOut: UInt64 = 0
 
-    /// Creates (or truncates) `path`.
+    /// Creates `path`, readable by its owner only (a log holds full device
+    /// tokens). An existing file is never overwritten: a log is a record.
     public init(path: String, level: Int32 = 6) throws(RecorderError) {
         self.path = path
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        if fd < 0 { throw RecorderError(path: path, message: "cannot create: \(String(cString: strerror(errno)))") }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        if fd < 0 {
+            let e = errno
+            throw RecorderError(path: path, message: e == EEXIST
+                ? "exists: the recorder does not overwrite a log (choose another path, or move it away)"
+                : "cannot create: \(String(cString: strerror(e)))")
+        }
         self.fd = fd
         out = [UInt8](repeating: 0, count: 64 * 1024)
         let rc = herald_deflate_init_gzip(&stream, level)

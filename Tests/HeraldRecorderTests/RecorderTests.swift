@@ -82,6 +82,22 @@ struct RecorderTests {
         await transport.finish(outcomes: ledger)
     }
 
+    @Test("an existing log is never overwritten; a new one is readable by its owner only")
+    func neverOverwrites() async throws {
+        let path = tempPath(".gz")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let first = try RecorderTransport(path: path)
+        await first.finish(outcomes: OutcomeLedger(tracksIdentity: false))
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        do {
+            _ = try RecorderTransport(path: path)
+            Issue.record("an existing log was overwritten")
+        } catch {
+            #expect("\(error)".contains("does not overwrite"))
+        }
+    }
+
     @Test("corrupt and truncated logs are errors naming the file and where")
     func corrupt() async throws {
         let path = tempPath(".gz")
