@@ -84,10 +84,20 @@ let package = Package(
                 "HeraldGateway",
             ]
         ),
+        // `herald bench …`: the benchmarks, apart from the executable and the products.
+        .target(
+            name: "HeraldBenchmarks",
+            dependencies: [
+                "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL",
+                "HeraldGateway", "HeraldTesting", "HeraldKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "herald",
             dependencies: [
                 "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
+                "HeraldBenchmarks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -31,21 +31,16 @@ struct HeraldBenchPlugin: CommandPlugin {
         }
     }
 
-    /// The benchmark names `herald bench --help` lists under SUBCOMMANDS.
+    /// The benchmarks' names, as `herald bench list` prints them (one per line).
     func listBenchmarks(_ herald: URL) throws -> [String] {
         let process = Process()
         let pipe = Pipe()
         process.executableURL = herald
-        process.arguments = ["bench", "--help"]
+        process.arguments = ["bench", "list"]
         process.standardOutput = pipe
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        let help = String(decoding: data, as: UTF8.self)
-        guard let section = help.range(of: "SUBCOMMANDS:") else { return [] }
-        return help[section.upperBound...].split(separator: "\n").compactMap { line in
-            let word = line.split(separator: " ").first.map(String.init)
-            return (word?.first?.isLetter ?? false) && line.hasPrefix("  ") ? word : nil
-        }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HeraldBenchmarks
 #if canImport(Glibc)
 import Glibc
 #endif

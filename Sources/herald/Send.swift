@@ -123,12 +123,6 @@ final class PipelineBox: Sendable {
     func shutdown() { pipeline.withLock { $0 }?.shutdown() }
 }
 
-func rounded(_ x: Double, _ places: Int) -> String {
-    var m = 1.0
-    for _ in 0..<places { m *= 10 }
-    return String((x * m).rounded() / m)
-}
-
 /// A setup error: printed plainly, exit code 1.
 struct SetupError: Error, CustomStringConvertible {
     let message: String

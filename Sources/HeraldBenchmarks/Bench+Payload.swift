@@ -73,7 +73,7 @@ struct BenchPayload: AsyncParsableCommand {
                     try await size.process(&batch)
                     total += CPUTime.now() - start
                     for e in batch {
-                        if let outcome = e.outcome { throw SetupError("unexpected outcome \(outcome)") }
+                        if let outcome = e.outcome { throw BenchError("unexpected outcome \(outcome)") }
                         bytes &+= e.payload.count
                     }
                     done += batch.count

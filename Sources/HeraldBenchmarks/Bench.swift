@@ -6,45 +6,33 @@ import Synchronization
 import Glibc
 #endif
 
-struct Bench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `herald bench …`: Herald's benchmarks, each printing one JSON object, kept
+/// out of the executable (which only parses arguments) and out of the product
+/// modules.
+public struct Bench: AsyncParsableCommand {
+    static let all: [any ParsableCommand.Type] = [BenchPipeline.self, BenchPayload.self, BenchLocalize.self, BenchFrame.self, BenchTLS.self]
+    public static let configuration = CommandConfiguration(
         abstract: "Benchmarks; each prints one JSON object. Build with -c release for meaningful numbers.",
-        subcommands: [BenchPipeline.self, BenchPayload.self, BenchLocalize.self, BenchFrame.self, BenchTLS.self]
+        subcommands: all + [BenchList.self]
     )
+    public init() {}
+}
+
+/// `herald bench list`: the benchmarks' names, one per line (what `swift package herald-bench` runs).
+struct BenchList: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "Print the benchmarks' names, one per line.")
+    func run() {
+        for command in Bench.all { print(command._commandName) }
+    }
+}
+
+/// A benchmark that found something wrong with what it measured.
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// Results printed as one JSON object on standard output.
-/// One JSON object, printed as one line: what every command prints (bench
-/// reports, `herald simulate`'s ports, summaries). Built with the one JSON
-/// writer, so keys and strings are escaped whatever they hold.
-struct JSONLine {
-    var writer = JSONWriter(capacity: 256)
-
-    mutating func key(_ key: String) {
-        writer.byte(writer.bytes.isEmpty ? UInt8(ascii: "{") : UInt8(ascii: ","))
-        writer.string(key)
-        writer.byte(UInt8(ascii: ":"))
-    }
-    mutating func add(_ key: String, _ value: Int) { self.key(key); writer.int(value) }
-    mutating func add(_ key: String, _ value: UInt64) { self.key(key); writer.int(Int(clamping: value)) }
-    /// A number rounded to `places` decimals; `null` when it is not finite.
-    mutating func add(_ key: String, _ value: Double, places: Int = 1) {
-        self.key(key)
-        if value.isFinite { writer.bytes.append(contentsOf: rounded(value, places).utf8) } else { writer.raw("null") }
-    }
-    mutating func add(_ key: String, _ value: String) { self.key(key); writer.string(value) }
-    mutating func add(_ key: String, _ value: Bool) { self.key(key); writer.bool(value) }
-    mutating func add(_ key: String, _ object: JSONLine) { self.key(key); writer.bytes += object.bytes }
-
-    /// The object's bytes, without a newline.
-    var bytes: [UInt8] { writer.bytes.isEmpty ? Array("{}".utf8) : writer.bytes + [UInt8(ascii: "}")] }
-    /// The object and a newline.
-    var line: String { String(decoding: bytes + [0x0A], as: UTF8.self) }
-
-    /// Prints the object as one line on standard output.
-    func print() { Swift.print(line, terminator: "") }
-}
-
 /// Peak resident memory of this process, in MiB (VmHWM).
 func peakResidentMiB() -> Double {
     guard let f = fopen("/proc/self/status", "r") else { return -1 }
