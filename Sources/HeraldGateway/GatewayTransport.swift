@@ -85,6 +85,12 @@ public final class GatewayTransport: Transport {
         for d in drains { try? await d.get() }
     }
 
+    /// A second signal: everything held fails now, and so does anything handed over later.
+    public func abandon(_ reason: String) {
+        gate.open()
+        for d in drivers { d.abandon(reason) }
+    }
+
     /// A signal: `send` stops waiting for room, and the drain deadline starts now.
     public func shutdownRequested() {
         gate.open()

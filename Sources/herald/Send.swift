@@ -56,7 +56,9 @@ struct Send: AsyncParsableCommand {
             throw SetupError("\(error)")
         }
         stop.set(pipeline)
-        let signals = ShutdownSignals { pipeline.shutdown() }
+        let signals = ShutdownSignals(
+            first: { pipeline.shutdown() },
+            second: { pipeline.abandon("abandoned: a second signal came before the gateway confirmed it") })
         defer { signals.cancel() }
 
         let clock = ContinuousClock()
@@ -130,18 +132,38 @@ struct SetupError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// Turns SIGINT and SIGTERM into a graceful shutdown (a second signal exits at once).
+/// Turns SIGINT and SIGTERM into a graceful shutdown; a second signal gives
+/// up on what is still held (each such request ends `failed`, the summary is
+/// printed); a third ends the process at once.
 final class ShutdownSignals: @unchecked Sendable {
+    // @unchecked: `sources` is set in init and only read by `cancel`; the
+    // count is an atomic; the handlers run on a global queue.
+    final class Count: Sendable { let value = Atomic<Int>(0) }
     let sources: [any DispatchSourceSignal]
-    init(_ onSignal: @escaping @Sendable () -> Void) {
+
+    /// One handler: a second signal ends the process (status 130).
+    convenience init(_ onSignal: @escaping @Sendable () -> Void) {
+        self.init(first: onSignal, second: { exit(130) })
+    }
+
+    init(first: @escaping @Sendable () -> Void, second: @escaping @Sendable () -> Void) {
         var sources: [any DispatchSourceSignal] = []
+        let count = Count()
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler {
-                writeToStandardError("herald: shutting down, draining in-flight requests (signal again to abort)\n")
-                signal(sig, SIG_DFL)
-                onSignal()
+                switch count.value.add(1, ordering: .relaxed).newValue {
+                case 1:
+                    writeToStandardError("herald: shutting down, draining in-flight requests (signal again to give up on them)\n")
+                    first()
+                case 2:
+                    writeToStandardError("herald: giving up on what is still in flight (signal again to exit at once)\n")
+                    for sig in [SIGINT, SIGTERM] { signal(sig, SIG_DFL) }
+                    second()
+                default:
+                    break
+                }
             }
             s.resume()
             sources.append(s)

@@ -307,6 +307,33 @@ struct DrainTests {
         #expect(seconds < 10)
     }
 
+    @Test("abandon (a second signal): everything held fails at once with the reason, later sends too; the books balance")
+    func abandonNow() async throws {
+        let certs = self.certs
+        let server = try await fakeGateway(certs) { StopReading() }
+        defer { Task { try? await server.close() } }
+        var config = gatewayConfig(port: server.localAddress!.port!,
+                                   identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.maxQueued = 64
+        config.drainTimeout = .seconds(60)
+        config.socketSendBuffer = 4096
+        config.writeBufferHigh = 8192
+        config.writeBufferLow = 2048
+        let transport = try GatewayTransport(configuration: config)
+        let collector = OutcomeCollector()
+        let ledger = OutcomeLedger(observers: [collector])
+        let tokens = (0..<20_000).map(GatewayRun.token)
+        let start = Date()
+        let sending = Task { try await GatewayRun.send(tokens, through: transport, ledger: ledger, batchSize: 32) }
+        try await Task.sleep(for: .milliseconds(500))
+        transport.abandon("abandoned: test")
+        _ = try await sending.value
+        let s = ledger.snapshot
+        #expect(s.isBalanced && s.entered == 20_000 && s.failed == 20_000, "\(s)")
+        #expect(collector.records.allSatisfy { $0.outcome == .failed("abandoned: test") })
+        #expect(Date().timeIntervalSince(start) < 10, "not the 60 s drain")
+    }
+
     @Test("a gateway that stops reading: the answer timeout closes it, nothing is accepted, everything fails in bounded time")
     func stalledGateway() async throws {
         let certs = self.certs

@@ -145,15 +145,15 @@ extension DeliveryMachine {
     public var isSettled: Bool { queue.isEmpty && window.isEmpty }
 
     /// Gives up at once (a second signal, a shell that cannot go on): what is
-    /// in flight and queued fails with `reason`; the connection is closed.
+    /// in flight and queued fails with `reason`, and so does everything
+    /// enqueued later; the connection is closed.
     public mutating func abandon(_ reason: String) {
         outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(reason)) })
-        failQueue(reason)
         switch phase {
         case .ready(let c), .connecting(let c, _): actions.append(.close(c))
         default: break
         }
-        if case .failed = phase {} else { phase = .idle }
+        failEverything(reason)
     }
 }
 

@@ -106,6 +106,14 @@ public final class Pipeline: Sendable {
         transport.shutdownRequested()
     }
 
+    /// Stops at once (a second signal): the source stops, and the transport
+    /// fails what it holds with `reason` instead of draining it; every request
+    /// still ends in one outcome.
+    public func abandon(_ reason: String) {
+        stop.set()
+        transport.abandon(reason)
+    }
+
     /// Runs until the source is exhausted (or shutdown) and everything has drained.
     /// - Returns: the ledger's final counts.
     /// - Throws: ``PipelineError`` if the source failed (after draining what it

@@ -71,11 +71,16 @@ public protocol Transport: Sendable {
     /// (``send(_:outcomes:)`` must not hold the drain up) and start the
     /// shutdown deadline now. Called from any thread, possibly more than once.
     func shutdownRequested()
+    /// Give up now (a second signal): everything queued or unconfirmed, and
+    /// everything handed over later, ends `failed` with `reason`.
+    func abandon(_ reason: String)
 }
 
 extension Transport {
     /// Transports that never wait for long need do nothing.
     public func shutdownRequested() {}
+    /// Transports that never hold notifications for long need do nothing.
+    public func abandon(_ reason: String) {}
 }
 
 /// Per-request check applied by a `PipelineStage` adapter: the built-in stage
