@@ -15,7 +15,9 @@ import Darwin
 ///
 /// Every problem is reported as a ``TLSError`` in plain words naming the file.
 public final class TLSContext: @unchecked Sendable {
-    // SSL_CTX is safe to share between threads once set up; it is never changed after init.
+    // @unchecked Sendable: the SSL_CTX is set up in init and never changed after;
+    // OpenSSL makes connections from it on any thread (the session cache and the
+    // ticket stack have locks of their own, in CHeraldOpenSSL).
     let ctx: OpaquePointer
     public let configuration: TLSConfiguration
     /// The subject of our certificate, if we have one (for logs).

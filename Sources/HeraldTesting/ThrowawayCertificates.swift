@@ -11,6 +11,8 @@ import Darwin
 /// and `herald certs`: a throwaway CA and the server and client certificates
 /// it signs. Never for production: Apple issues the real provider certificate.
 public final class IssuedCertificate: @unchecked Sendable {
+    // @unchecked Sendable: the X509 and the key are made in init and never
+    // changed after (only read: signing, writing PEM), which OpenSSL allows from any thread.
     let cert: OpaquePointer
     let key: OpaquePointer
     public let commonName: String

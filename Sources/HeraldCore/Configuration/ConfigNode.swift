@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A JSON object read from a configuration file, read strictly: every error
 /// names the file and the key path, and keys nobody read are errors too.
 ///
@@ -6,12 +8,17 @@
 /// let limit = try node.int("limit") ?? 2048
 /// try node.finish()   // fails on any key that was not read
 /// ```
-public final class ConfigNode: @unchecked Sendable {
+public final class ConfigNode: Sendable {
     public let file: String
     public let path: String
     public let object: JSONObject
-    var read: Set<String> = []
-    var children: [ConfigNode] = []
+    /// What was read, here and below (for ``finish()``); a node may be read from several tasks.
+    let state = Mutex(ReadState())
+
+    struct ReadState {
+        var read: Set<String> = []
+        var children: [ConfigNode] = []
+    }
 
     public init(file: String, path: String = "", object: JSONObject) {
         self.file = file
@@ -41,12 +48,12 @@ public final class ConfigNode: @unchecked Sendable {
 
     /// Whether the key is present (and marks it read).
     public func has(_ key: String) -> Bool {
-        read.insert(key)
+        state.withLock { _ = $0.read.insert(key) }
         return object[key] != nil
     }
 
     public func value(_ key: String) -> JSONValue? {
-        read.insert(key)
+        state.withLock { _ = $0.read.insert(key) }
         return object[key]
     }
 
@@ -115,7 +122,7 @@ public final class ConfigNode: @unchecked Sendable {
         case let other?: throw error(key, "must be an object, got \(other.typeName)")
         }
         let c = ConfigNode(file: file, path: full(key), object: o)
-        children.append(c)
+        state.withLock { $0.children.append(c) }
         return c
     }
 
@@ -127,7 +134,7 @@ public final class ConfigNode: @unchecked Sendable {
         for (i, e) in a.enumerated() {
             guard case .object(let o) = e else { throw error("\(key)[\(i)]", "must be an object, got \(e.typeName)") }
             let c = ConfigNode(file: file, path: full("\(key)[\(i)]"), object: o)
-            children.append(c)
+            state.withLock { $0.children.append(c) }
             out.append(c)
         }
         return out
@@ -135,6 +142,7 @@ public final class ConfigNode: @unchecked Sendable {
 
     /// Fails on the first key, here or in any child read, that nothing read.
     public func finish() throws(ConfigError) {
+        let (read, children) = state.withLock { ($0.read, $0.children) }
         for k in object.keys where !read.contains(k) {
             throw error(k, "unknown key")
         }
