@@ -14,24 +14,27 @@ public struct PayloadPreview: Sendable {
         case payload([UInt8])
         /// The request would not be sent: its outcome record.
         case outcome(OutcomeRecord)
+        /// The payload that would be sent, cut down by the size guard from `from` bytes; `record` names the request.
+        case truncated([UInt8], from: Int, record: OutcomeRecord)
 
         /// The line to print: the payload, or the outcome as `OutcomeWriter` writes it.
         public var line: [UInt8] {
             switch self {
-            case .payload(let p): return p
+            case .payload(let p), .truncated(let p, _, _): return p
             case .outcome(let r): return OutcomeWriter.line(r)
             }
         }
     }
 
-    public let stages: [NamedStage]
+    public let stages: [(StagePosition, NamedStage)]
     public let decoder: RequestDecoder
     public let batchSize: Int
 
-    /// The assembly's localize, payload and size-guard stages.
-    public init(assembly: HeraldAssembly, batchSize: Int = 256) throws {
-        let wanted: Set<StagePosition> = [.localize, .payload, .sizeGuard]
-        stages = try assembly.builtinStages().filter { wanted.contains($0.0) }.map(\.1)
+    /// The assembly's localize, payload and size-guard stages (and the frame
+    /// stage with `framing`: what `herald validate` checks).
+    public init(assembly: HeraldAssembly, batchSize: Int = 256, framing: Bool = false) throws {
+        let wanted: Set<StagePosition> = framing ? [.localize, .payload, .sizeGuard, .frame] : [.localize, .payload, .sizeGuard]
+        stages = try assembly.builtinStages().filter { wanted.contains($0.0) }
         decoder = RequestDecoder()
         self.batchSize = max(1, batchSize)
     }
@@ -64,15 +67,26 @@ public struct PayloadPreview: Sendable {
     }
 
     func flush(_ pending: inout [Result?], _ batch: inout [Envelope], _ emit: (Result) -> Void) async throws {
-        for s in stages { await s.run(&batch) }
+        var before: [Int] = []
+        for (position, s) in stages {
+            if position == .sizeGuard { before = batch.map(\.payload.count) }
+            await s.run(&batch)
+        }
         var next = 0
         for result in pending {
             if let result {
                 emit(result)
             } else {
                 let e = batch[next]
+                let built = next < before.count ? before[next] : e.payload.count
                 next += 1
-                if let outcome = e.outcome { emit(.outcome(e.record(outcome))) } else { emit(.payload(e.payload)) }
+                if let outcome = e.outcome {
+                    emit(.outcome(e.record(outcome)))
+                } else if built != e.payload.count {
+                    emit(.truncated(e.payload, from: built, record: e.record(.accepted)))
+                } else {
+                    emit(.payload(e.payload))
+                }
             }
         }
         pending.removeAll(keepingCapacity: true)

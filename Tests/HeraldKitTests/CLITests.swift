@@ -147,3 +147,24 @@ struct SmallThingsTests {
         #expect(try runHerald(["certs", dir, "--force"]).status == 0)
     }
 }
+
+@Suite("herald validate")
+struct ValidateCLITests {
+    @Test("reports the requests that would be dropped or truncated, and why; sends nothing; exit 3")
+    func reports() throws {
+        let long = String(repeating: "x", count: 3000)
+        let lines = [#"{"id":1,"token":"\#(goodToken)","alert":"fine"}"#, "not json",
+                     #"{"id":3,"token":"\#(goodToken)","alert":"\#(long)"}"#]
+        let input = try temporaryFile(lines.joined(separator: "\n") + "\n")
+        let config = try temporaryFile(#"{"payload":{"policy":"truncate"}}"#, suffix: ".json")
+        let (status, stdout, stderr) = try runHerald(["validate", "--config", config, input])
+        #expect(status == 3)
+        let out = stdout.split(separator: "\n")
+        #expect(out.count == 2)
+        #expect(out.contains { $0.contains(#""line":2,"outcome":"dropped""#) })
+        #expect(out.contains { $0.contains(#""line":3,"id":3,"outcome":"truncated","from":"#) && $0.contains(#""to":2048"#) })
+        #expect(stderr.contains(#"{"validate":{"requests":3,"ok":1,"dropped":1,"truncated":1}}"#))
+        let clean = try runHerald(["validate", try temporaryFile(lines[0] + "\n")])
+        #expect(clean.status == 0 && clean.stdout.isEmpty)
+    }
+}

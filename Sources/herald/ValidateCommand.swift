@@ -1,0 +1,86 @@
+import ArgumentParser
+import HeraldCore
+import HeraldKit
+
+/// `herald validate`: checks requests and catalogs without sending anything.
+struct ValidateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "validate",
+        abstract: "Check requests (and the catalogs they use) without sending: report each request that would be dropped or truncated, and why.",
+        discussion: """
+            Runs the same localize, payload, size-guard and frame stages as `herald send` with the same \
+            configuration, and prints one JSON line per request that would not go out as written: \
+            its `dropped` outcome (as `herald send` writes it), or {"line":…,"id":…,"outcome":"truncated","from":…,"to":…}. \
+            A last line on standard error sums up. Nothing is sent and the token store is not read.
+
+            Examples:
+              herald validate requests.jsonl
+              herald validate --config herald.json --catalogs Localizable/ requests.jsonl
+
+            Exit status: 0 every request would go out as written; 3 some would be dropped or truncated; \
+            1 the configuration or the catalogs could not be loaded.
+            """
+    )
+
+    @Argument(help: "JSON Lines requests, or - for standard input.")
+    var input: String = "-"
+
+    @Option(help: "Configuration file (JSON).")
+    var config: String?
+
+    @OptionGroup(title: "Localization")
+    var localization: LocalizationOptions
+
+    func run() async throws {
+        var configuration = try loadConfiguration(config)
+        localization.apply(to: &configuration)
+        let preview: PayloadPreview
+        do {
+            preview = try PayloadPreview(assembly: HeraldAssembly(configuration: configuration), framing: true)
+        } catch {
+            throw SetupError("\(error)")
+        }
+        var requests = 0, dropped = 0, truncated = 0
+        var out: [UInt8] = []
+        var writeError: IOError?
+        func write() {
+            do throws(IOError) { try writeAll(1, &out, to: "standard output") } catch { writeError = writeError ?? error }
+        }
+        do {
+            try await preview.run(path: input) { result in
+                requests += 1
+                switch result {
+                case .payload: return
+                case .outcome(let record):
+                    dropped += 1
+                    out += OutcomeWriter.line(record)
+                case .truncated(let payload, let from, let record):
+                    truncated += 1
+                    var line = JSONLine()
+                    if let n = record.line { line.add("line", n) }
+                    if let id = record.id { line.add("id", Int(id)) }
+                    line.add("outcome", "truncated")
+                    line.add("from", from)
+                    line.add("to", payload.count)
+                    out += line.bytes
+                }
+                out.append(0x0A)
+                if out.count >= 1 << 16 { write() }
+            }
+        } catch {
+            write()
+            throw SetupError("cannot read input: \(error)")
+        }
+        write()
+        var fields = JSONLine()
+        fields.add("requests", requests)
+        fields.add("ok", requests - dropped - truncated)
+        fields.add("dropped", dropped)
+        fields.add("truncated", truncated)
+        var summary = JSONLine()
+        summary.add("validate", fields)
+        writeToStandardError(summary.line)
+        if let writeError { throw SetupError("cannot write: \(writeError)") }
+        if dropped + truncated > 0 { throw ExitCode(3) }
+    }
+}
