@@ -53,7 +53,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
     }
 
     /// A policy with small writes, so faults land mid-stream.
-    static func policy(writeBytes: Int = 64 << 10, maxSilentCloses: Int = 5) -> SimulatorTransport.Options {
+    static func policy(writeBytes: Int = 64 << 10, maxSilentCloses: Int = 6) -> SimulatorTransport.Options {
         var p = DeliveryPolicy()
         p.writeBytes = writeBytes
         p.maxSilentCloses = maxSilentCloses
@@ -129,6 +129,19 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         #expect(r.ledger.isBalanced && r.ledger.accepted == 500)
         #expect(r.delivered == seq(500))
         #expect(sim.counters.partialWrites > 0 && sim.counters.readDelays > 0)
+    }
+
+    @Test("a gateway that closes every connection is blamed, not single notifications (issue 12, item 7)")
+    func aGatewayThatClosesEverythingIsBlamedAsAWhole() async throws {
+        // Closes on every first read, before taking anything: no notification is to blame.
+        let sim = APNsSimulator(configuration: SimulatorConfiguration(faults: FaultPlan(midFrameCloseProbability: 1)))
+        var p = DeliveryPolicy()
+        p.maxOutage = .seconds(120)
+        let r = try await Self.run(Self.envelopes(20), simulator: sim, options: .init(delivery: p))
+        #expect(r.ledger.isBalanced && r.ledger.failed == 20)
+        for o in r.outcomes.values {
+            if case .failed(let reason) = o { #expect(reason.contains("connections in a row") && !reason.contains("only this notification"), "\(reason)") }
+        }
     }
 
     @Test func aGatewayThatAlwaysHangsUpEndsInFailuresNamingWhy() async throws {

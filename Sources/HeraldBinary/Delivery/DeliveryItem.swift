@@ -15,6 +15,10 @@ public struct DeliveryItem: Sendable {
     var isProbe = false
     /// Connections that closed with no answer while this was alone in flight.
     var aloneCloses = 0
+    /// The machine's confirmation count at its first such close: it is only
+    /// blamed once the gateway has confirmed something else since (else the
+    /// gateway, not the notification, is what closes).
+    var confirmationsAtFirstAloneClose: Int?
 
     public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, frame: [UInt8], identifierOffset: Int?) {
         self.sequence = sequence

@@ -31,7 +31,9 @@ extension DeliveryMachine {
             lost(resend, now: now, stalled: false)
             return
         }
+        healthCheckInFlight = false
         if confirmed || probeAnswered {
+            confirmations += 1
             stuckCloses = 0
             stuckSince = nil
             lastSilentCount = .max
@@ -60,8 +62,20 @@ extension DeliveryMachine {
     /// notification the gateway closes on ends up alone.
     mutating func lost(_ items: [DeliveryItem], now: Duration, stalled: Bool) {
         var items = items
+        let wasHealthCheck = healthCheckInFlight
+        healthCheckInFlight = false
         guard !items.isEmpty else {
-            connectIfNeeded(now)
+            if wasHealthCheck {
+                // The gateway closed on a probe alone: it is the gateway that fails. Ask again, backing off.
+                healthCheck = true
+                statistics.silentCloses += 1
+                stuckCloses += 1
+                if stuckSince == nil { stuckSince = now }
+                failIfOutageTooLong(now)
+                reconnect(afterFailures: stuckCloses, now: now)
+            } else {
+                connectIfNeeded(now)
+            }
             return
         }
         statistics.silentCloses += 1
@@ -74,21 +88,39 @@ extension DeliveryMachine {
         // A stall is the gateway's doing (it stopped reading), not the notification's.
         if items.count == 1 && !stalled {
             items[0].aloneCloses += 1
+            let mark = items[0].confirmationsAtFirstAloneClose ?? confirmations
+            items[0].confirmationsAtFirstAloneClose = mark
             if items[0].aloneCloses >= policy.maxSilentCloses {
-                let why = lastError.map { " (last: \($0))" } ?? ""
-                outcomes.append(items[0].record(.failed(
-                    "the gateway \(endpoint) closed the connection \(items[0].aloneCloses) times with no answer while only this "
-                        + "notification was in flight\(why)")))
-                items.removeAll()
+                if confirmations > mark {
+                    // The gateway answered for others since: this notification is what it closes on.
+                    let why = lastError.map { " (last: \($0))" } ?? ""
+                    outcomes.append(items[0].record(.failed(
+                        "the gateway \(endpoint) closed the connection \(items[0].aloneCloses) times with no answer while only this "
+                            + "notification was in flight, and answered for others in between\(why)")))
+                    items.removeAll()
+                } else {
+                    healthCheck = true
+                }
             }
         }
         statistics.resentAfterSilentClose += items.count
-        requeue(items, suspect: true)
-        if let since = stuckSince, stuckCloses > policy.maxSilentCloses, now - since >= policy.maxOutage {
-            failQueue("the gateway \(endpoint) ended \(stuckCloses) connections in a row with no answer over \(Self.describe(now - since))"
-                + (lastError.map { " (last: \($0))" } ?? ""))
+        if items.count == 1 && suspects > 0 {
+            // Alone and closed on: let the other suspects go first, so the gateway shows whether it answers at all.
+            queue.insert(items[0], at: suspects)
+            statistics.resent += 1
+            suspects += 1
+        } else {
+            requeue(items, suspect: true)
         }
+        failIfOutageTooLong(now)
         reconnect(afterFailures: stuckCloses, now: now)
+    }
+
+    /// Silent closes that narrow nothing down, for longer than ``DeliveryPolicy/maxOutage``: what is queued fails.
+    mutating func failIfOutageTooLong(_ now: Duration) {
+        guard let since = stuckSince, stuckCloses > policy.maxSilentCloses, now - since >= policy.maxOutage else { return }
+        failQueue("the gateway \(endpoint) ended \(stuckCloses) connections in a row with no answer over \(Self.describe(now - since))"
+            + (lastError.map { " (last: \($0))" } ?? ""))
     }
 
     /// Puts notifications back at the front of the queue, in order.

@@ -90,6 +90,11 @@ public struct DeliveryMachine: Sendable {
     var stuckCloses = 0
     var lastSilentCount = Int.max
     var connectFailures = 0
+    /// Answers that confirmed something (error responses, status 10, probes).
+    var confirmations = 0
+    /// Write a probe alone on the next connection: does the gateway answer at all?
+    var healthCheck = false
+    var healthCheckInFlight = false
     /// When the current outage began: the first of the connection attempts failing in a row.
     var outageSince: Duration?
     /// When the current run of silent closes that narrow nothing down began.
@@ -256,6 +261,18 @@ public struct DeliveryMachine: Sendable {
     public mutating func pollWrite<S: FrameSink>(into sink: inout S, now: Duration) -> Bool {
         guard case .ready = phase, probeSentAt == nil else { return false }
         let start = sink.count
+        if healthCheck {
+            // Only the probe: if the gateway answers it, the gateway works, and the
+            // notification it keeps closing on alone is to blame.
+            healthCheck = false
+            healthCheckInFlight = true
+            let probe = DeliveryItem.probe
+            sink.appendFrame(probe.frame, identifier: window.append(probe), at: probe.identifierOffset)
+            probeSentAt = now
+            windowOpenedAt = now
+            statistics.probes += 1
+            return true
+        }
         while sink.count - start < policy.writeBytes, window.count < cap, budget != 0, let item = queue.popFirst() {
             if let b = budget {
                 budget = b - 1

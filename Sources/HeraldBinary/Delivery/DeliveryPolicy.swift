@@ -70,10 +70,11 @@ public struct DeliveryPolicy: Sendable, Hashable {
     public var maxOutage: Duration = .seconds(300)
     /// How many times a notification may be alone in flight on a connection
     /// that closes with no answer before it ends `failed`: only a notification
-    /// that the gateway keeps closing on, alone, is given up. (A probe's
-    /// answer can be lost too: with one answer in 50 lost, five in a row
-    /// happen about once in 300 million.)
-    public var maxSilentCloses: Int = 5
+    /// that the gateway keeps closing on, alone, while it answers for others
+    /// in between (else a probe alone asks whether the gateway answers at
+    /// all), is given up. A probe's answer can be lost too: with one answer in
+    /// 50 lost, six in a row happen about once in 15 billion.
+    public var maxSilentCloses: Int = 6
 
     public init() {}
 }
