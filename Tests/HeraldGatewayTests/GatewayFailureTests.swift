@@ -425,3 +425,55 @@ func fakeGateway(_ certs: ThrowawayCertificates, _ handler: @escaping @Sendable 
         }
         .bind(host: "127.0.0.1", port: 0).get()
 }
+
+@Suite("Outages over TLS", .serialized)
+struct OutageOverTLSTests {
+    let certs = sharedCertificates
+
+    @Test("the gateway restarts 1.5 s into a run: held through the outage, nothing fails (issue 12, item 3)")
+    func gatewayRestart() async throws {
+        let simulator = APNsSimulator()
+        let first = try await startSimulator(simulator)
+        let port = first.gatewayPort
+        var config = gatewayConfig(port: port, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
+        config.delivery.backoff = BackoffPolicy(initial: .milliseconds(50), maximum: .milliseconds(400))
+        config.delivery.confirmAfter = .milliseconds(50)
+        await first.stop()
+        // The gateway is down: what is sent now waits; it comes back on the same port 1.5 s later.
+        let restart = Task {
+            try await Task.sleep(for: .milliseconds(1500))
+            let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                             clientCA: .caFile(certs.caCertificate)))
+            return try await SimulatorServer.start(simulator: simulator, tls: tls, gatewayPort: port)
+        }
+        let (snapshot, _, stats, seconds) = try await sendThrough(config, count: 300)
+        let second = try await restart.value
+        await second.stop()
+        #expect(snapshot.isBalanced && snapshot.accepted == 300, "\(snapshot)")
+        #expect(stats.connectFailures >= 2 && seconds >= 1.4)
+        #expect(simulator.counters.accepted >= 300)
+    }
+}
+
+@Suite("herald send's exit status")
+struct ExitStatusTests {
+    @Test("every notification failed (an unreachable gateway): exit 3, not 0")
+    func allFailed() async throws {
+        let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = probe.localAddress!.port!
+        try await probe.close()
+        let certs = sharedCertificates
+        let dir = temporaryDirectory()
+        let config = """
+            {"transport":{"type":"gateway","host":"127.0.0.1","port":\(port),"serverName":"localhost",
+             "certificate":"\(certs.clientCertificate)","key":"\(certs.clientKey)","caFile":"\(certs.caCertificate)",
+             "maxOutageSeconds":1,"backoffInitialMilliseconds":50,"backoffMaxMilliseconds":200}}
+            """
+        try config.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        let token = String(repeating: "ab", count: 32)
+        try (0..<5).map { #"{"id":\#($0),"token":"\#(token)","alert":"hi"}"# }.joined(separator: "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
+        let (status, stdout, stderr) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        #expect(status == 3, "\(stderr)")
+        #expect(stdout.split(separator: "\n").count == 5 && stdout.contains("could not be reached"))
+    }
+}
