@@ -277,45 +277,18 @@ struct DrainTests {
         #expect(seconds < 10)
     }
 
-    @Test("a signal while send waits for room on a stalled gateway: the drain deadline ends it, every notification has an outcome (issue 12, item 2)")
-    func signalWhileBlocked() async throws {
+    /// 20,000 notifications to a gateway that stops reading after the handshake, with small
+    /// buffers so `send` soon waits for room; `interrupt` is called half a second in.
+    func sendToStalledGateway(drainTimeout: Duration, interrupt: @Sendable (GatewayTransport) -> Void)
+        async throws -> (LedgerSnapshot, [OutcomeRecord], enteredBeforeInterrupt: UInt64, seconds: Double) {
         let certs = self.certs
         let server = try await fakeGateway(certs) { StopReading() }
         defer { Task { try? await server.close() } }
         var config = gatewayConfig(port: server.localAddress!.port!,
                                    identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
         config.maxQueued = 64
-        config.drainTimeout = .seconds(1)
+        config.drainTimeout = drainTimeout
         config.spareConnections = 0
-        config.socketSendBuffer = 4096
-        config.writeBufferHigh = 8192
-        config.writeBufferLow = 2048
-        let transport = try GatewayTransport(configuration: config)
-        let ledger = OutcomeLedger()
-        let count = 20_000
-        let tokens = (0..<count).map(GatewayRun.token)
-        let start = Date()
-        let sending = Task { try await GatewayRun.send(tokens, through: transport, ledger: ledger, batchSize: 32) }
-        // The gateway reads and never answers: nothing is confirmed, the gate fills and send waits.
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(ledger.snapshot.entered < count, "send should be waiting for room")
-        transport.shutdownRequested()
-        _ = try await sending.value
-        let seconds = Date().timeIntervalSince(start)
-        let s = ledger.snapshot
-        #expect(s.isBalanced && s.entered == UInt64(count) && s.failed == UInt64(count) && s.accepted == 0, "\(s)")
-        #expect(seconds < 10)
-    }
-
-    @Test("abandon (a second signal): everything held fails at once with the reason, later sends too; the books balance")
-    func abandonNow() async throws {
-        let certs = self.certs
-        let server = try await fakeGateway(certs) { StopReading() }
-        defer { Task { try? await server.close() } }
-        var config = gatewayConfig(port: server.localAddress!.port!,
-                                   identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
-        config.maxQueued = 64
-        config.drainTimeout = .seconds(60)
         config.socketSendBuffer = 4096
         config.writeBufferHigh = 8192
         config.writeBufferLow = 2048
@@ -326,12 +299,26 @@ struct DrainTests {
         let start = Date()
         let sending = Task { try await GatewayRun.send(tokens, through: transport, ledger: ledger, batchSize: 32) }
         try await Task.sleep(for: .milliseconds(500))
-        transport.abandon("abandoned: test")
+        let entered = ledger.snapshot.entered
+        interrupt(transport)
         _ = try await sending.value
-        let s = ledger.snapshot
+        return (ledger.snapshot, collector.records, entered, Date().timeIntervalSince(start))
+    }
+
+    @Test("a signal while send waits for room on a stalled gateway: the drain deadline ends it, every notification has an outcome (issue 12, item 2)")
+    func signalWhileBlocked() async throws {
+        let (s, _, entered, seconds) = try await sendToStalledGateway(drainTimeout: .seconds(1)) { $0.shutdownRequested() }
+        #expect(entered < 20_000, "send should be waiting for room")
+        #expect(s.isBalanced && s.entered == 20_000 && s.failed == 20_000 && s.accepted == 0, "\(s)")
+        #expect(seconds < 10)
+    }
+
+    @Test("abandon (a second signal): everything held fails at once with the reason, later sends too; the books balance")
+    func abandonNow() async throws {
+        let (s, records, _, seconds) = try await sendToStalledGateway(drainTimeout: .seconds(60)) { $0.abandon("abandoned: test") }
         #expect(s.isBalanced && s.entered == 20_000 && s.failed == 20_000, "\(s)")
-        #expect(collector.records.allSatisfy { $0.outcome == .failed("abandoned: test") })
-        #expect(Date().timeIntervalSince(start) < 10, "not the 60 s drain")
+        #expect(records.allSatisfy { $0.outcome == .failed("abandoned: test") })
+        #expect(seconds < 10, "not the 60 s drain")
     }
 
     @Test("a gateway that stops reading: the answer timeout closes it, nothing is accepted, everything fails in bounded time")
