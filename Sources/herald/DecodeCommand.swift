@@ -22,24 +22,20 @@ struct DecodeCommand: ParsableCommand {
     @Argument(help: "A file, or - for standard input.")
     var input: String = "-"
 
-    @Option(help: "auto, notification, error-response or feedback.")
-    var kind: String = "auto"
+    @Option(help: "What the bytes are.")
+    var kind: MessageKind = .auto
 
-    @Option(name: .customLong("input"), help: "auto, hex or raw.")
-    var encoding: String = "auto"
+    @Option(name: .customLong("input"), help: "How the input is written.")
+    var encoding: InputEncoding = .auto
 
     func run() throws {
-        guard let kind = MessageKind(rawValue: kind) else {
-            throw ValidationError("--kind must be auto, notification, error-response or feedback")
-        }
-        guard ["auto", "hex", "raw"].contains(encoding) else { throw ValidationError("--input must be auto, hex or raw") }
         let fd: Int32 = input == "-" ? 0 : open(input, O_RDONLY)
         if fd < 0 { throw SetupError("cannot read \(input): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
 
         var session = DecodeSession(kind: kind)
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        var mode: String? = encoding == "auto" ? nil : encoding
+        var mode: String? = encoding == .auto ? nil : encoding.rawValue
         var line: [UInt8] = []
         var lineNumber = 0
         while true {
@@ -75,7 +71,7 @@ struct DecodeCommand: ParsableCommand {
     }
 }
 
-enum MessageKind: String {
+enum MessageKind: String, CaseIterable, ExpressibleByArgument {
     case auto, notification, errorResponse = "error-response", feedback
 }
 

@@ -25,7 +25,7 @@ struct FrameCommand: AsyncParsableCommand {
     var input: String = "-"
 
     @Option(help: "simple (command 0), enhanced (command 1) or frame (command 2).")
-    var format: String?
+    var format: NotificationFormat?
 
     @OptionGroup(title: "Localization")
     var localization: LocalizationOptions
@@ -36,12 +36,7 @@ struct FrameCommand: AsyncParsableCommand {
     func run() async throws {
         var configuration = try loadConfiguration(config)
         localization.apply(to: &configuration)
-        if let format {
-            guard let f = NotificationFormat.named(format) else {
-                throw ValidationError("--format must be simple, enhanced or frame, got \"\(format)\"")
-            }
-            configuration.frameFormat = f
-        }
+        if let format { configuration.frameFormat = format }
         // The configured transport is not used here: its options are not this command's to check.
         for (key, _) in configuration.transportOptions.object { _ = configuration.transportOptions.has(key) }
         let problems = ProblemPrinter()

@@ -27,8 +27,8 @@ struct PayloadCommand: AsyncParsableCommand {
     @Option(help: "Size limit profile: \(SizeLimit.profiles.map(\.name).joined(separator: ", ")).")
     var profile: String?
 
-    @Option(help: "What to do with a payload over the limit: reject or truncate.")
-    var policy: String?
+    @Option(help: "What to do with a payload over the limit.")
+    var policy: SizePolicyArgument?
 
     @OptionGroup(title: "Localization")
     var localization: LocalizationOptions
@@ -42,7 +42,6 @@ struct PayloadCommand: AsyncParsableCommand {
         if let profile, SizeLimit.profile(named: profile) == nil {
             throw ValidationError("unknown profile \"\(profile)\"; known: \(SizeLimit.profiles.map(\.name).joined(separator: ", "))")
         }
-        if let policy, policy != "reject" && policy != "truncate" { throw ValidationError("--policy must be reject or truncate") }
     }
 
     func run() async throws {
@@ -50,7 +49,7 @@ struct PayloadCommand: AsyncParsableCommand {
         localization.apply(to: &configuration)
         if let limit { configuration.sizeLimit = SizeLimit(bytes: limit) }
         if let profile { configuration.sizeLimit = SizeLimit.profile(named: profile)! }
-        if let policy { configuration.sizePolicy = policy }
+        if let policy { configuration.sizePolicy = policy.rawValue }
 
         let preview: PayloadPreview
         do { preview = try PayloadPreview(assembly: HeraldAssembly(configuration: configuration)) } catch { throw SetupError("\(error)") }

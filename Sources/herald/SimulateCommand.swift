@@ -50,8 +50,8 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Payload limit in bytes.")
     var payloadLimit = 2048
 
-    @Option(help: "What to do with tokens the simulator does not know: deliver or invalid.")
-    var unknownTokens = "deliver"
+    @Option(help: "What to do with tokens the simulator does not know.")
+    var unknownTokens: UnknownTokensArgument = .deliver
 
     @Option(name: .customLong("invalid-token"), help: "A hex token answered with status 8 (repeatable).")
     var invalidTokens: [String] = []
@@ -62,9 +62,6 @@ struct SimulateCommand: AsyncParsableCommand {
     func run() async throws {
         guard ["127.0.0.1", "::1", "localhost"].contains(host) || host.hasPrefix("127.") else {
             throw SetupError("herald simulate listens on loopback only (127.0.0.1 or ::1), not \(host)")
-        }
-        guard unknownTokens == "deliver" || unknownTokens == "invalid" else {
-            throw SetupError("--unknown-tokens must be deliver or invalid, got \(unknownTokens)")
         }
         let serverCertificate: String, serverKey: String, ca: String
         if let certs {
@@ -87,7 +84,7 @@ struct SimulateCommand: AsyncParsableCommand {
             throw SetupError("\(error)")
         }
         let simulator = APNsSimulator(configuration: SimulatorConfiguration(
-            payloadLimit: payloadLimit, unknownTokens: unknownTokens == "invalid" ? .invalid : .deliver))
+            payloadLimit: payloadLimit, unknownTokens: unknownTokens.policy))
         for hex in invalidTokens { simulator.markInvalid(try token(hex)) }
         for hex in uninstalledTokens { simulator.uninstall(try token(hex)) }
 
