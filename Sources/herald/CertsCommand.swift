@@ -16,6 +16,10 @@ struct CertsCommand: AsyncParsableCommand {
             Writes ca.pem, ca-key.pem, server.pem, server-key.pem (valid for localhost, 127.0.0.1, ::1), \
             client.pem, client-key.pem, client-key-encrypted.pem and client.p12 (passphrase in passphrase.txt), \
             then prints their paths as one JSON line. Keys are EC P-256, certificates valid for 30 days.
+
+            Examples:
+              herald certs /tmp/herald-certs
+              herald certs /tmp/herald-certs --host-name gateway.test --force
             """
     )
 

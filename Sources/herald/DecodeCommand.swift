@@ -16,6 +16,10 @@ struct DecodeCommand: ParsableCommand {
             each message's first byte decides: 0, 1, 2 a notification, 8 an error response, anything else \
             a feedback tuple (whose first byte is the top of a timestamp). Garbage prints \
             {"type":"error",…} naming the offset, and the exit code is 1; in hex mode the next line carries on.
+
+            Examples:
+              herald decode captured.hex
+              herald decode --input raw --kind error-response response.bin
             """
     )
 

@@ -14,6 +14,10 @@ struct FeedbackCommand: AsyncParsableCommand {
             and trust), prints one JSON line per tuple ({"token":…,"timestamp":…}), and records each \
             in the token store (`tokens.path`), so later sends to those tokens end as suppressed \
             unless the app registered again after the timestamp.
+
+            Examples:
+              herald feedback --config herald.json
+              herald feedback --config herald.json --host 127.0.0.1 --port 40124
             """
     )
 

@@ -18,6 +18,10 @@ struct FrameCommand: AsyncParsableCommand {
             sequence number), the expiry its "expiry" (else 0), the priority its "priority" (else 10, \
             or 5 for a content-available-only payload). A request that cannot be framed prints no \
             line; its reason goes to standard error as a JSON line and the exit code is 1.
+
+            Examples:
+              herald frame --format enhanced requests.jsonl
+              herald frame requests.jsonl | herald decode
             """
     )
 

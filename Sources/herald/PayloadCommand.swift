@@ -15,6 +15,10 @@ struct PayloadCommand: AsyncParsableCommand {
             per request line: the payload bytes as they would go on the wire, or the outcome JSON \
             (as `herald send` writes it) when the request would be dropped. Profiles: \
             \(SizeLimit.profiles.map { "\($0.name) (\($0.bytes))" }.joined(separator: ", ")).
+
+            Examples:
+              herald payload requests.jsonl
+              herald payload --profile voip --policy truncate requests.jsonl
             """
     )
 

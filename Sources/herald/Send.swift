@@ -14,6 +14,13 @@ struct Send: AsyncParsableCommand {
         discussion: """
             With no configuration, requests go to the in-memory APNs simulator. Outcomes go to \
             standard output (or --outcomes FILE) as JSON Lines; a summary goes to standard error.
+
+            Examples:
+              herald send examples/requests.jsonl
+              herald send --config herald.json --outcomes outcomes.jsonl requests.jsonl
+              producer | herald send - > outcomes.jsonl
+
+            Exit status: 0 every request ended accepted, rejected, dropped or suppressed; 3 some ended failed; 4 outcomes could not be written; 1 Herald could not start or read its input.
             """
     )
 

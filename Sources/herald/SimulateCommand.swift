@@ -23,6 +23,10 @@ struct SimulateCommand: AsyncParsableCommand {
             then serves until SIGINT or SIGTERM and prints the simulator's counters as a last JSON line. \
             Certificates come from --certs DIR (as `herald certs DIR` makes them) or from \
             --certificate, --key and --client-ca. See docs/operations.md.
+
+            Examples:
+              herald certs /tmp/herald-certs && herald simulate --certs /tmp/herald-certs
+              herald simulate --certs DIR --unknown-tokens invalid --invalid-token <hex>
             """
     )
 
