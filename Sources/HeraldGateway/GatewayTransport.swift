@@ -69,7 +69,7 @@ public final class GatewayTransport: Transport {
             if let item = DeliveryItem(e) {
                 items.append(item)
             } else {
-                unframed.append(e.record(.failed("gateway: the notification was not framed (no frame stage)")))
+                unframed.append(e.record(.failed(OutcomeReason(.internalFailure, "gateway: the notification was not framed (no frame stage)"))))
             }
         }
         outcomes.record(unframed)

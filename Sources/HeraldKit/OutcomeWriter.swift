@@ -76,7 +76,8 @@ public final class OutcomeWriter: OutcomeObserver {
             w.raw(",\"status\":"); w.int(Int(s.rawValue))
             w.raw(",\"reason\":"); w.string(s.description)
         case .dropped(let reason), .failed(let reason):
-            w.raw(",\"reason\":"); w.string(reason)
+            w.raw(",\"reason\":"); w.string(reason.message)
+            if reason.code != .unspecified { w.raw(",\"code\":"); w.string(reason.code.name) }
         case .accepted, .suppressed: break
         }
         w.byte(UInt8(ascii: "}"))

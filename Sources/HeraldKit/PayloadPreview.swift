@@ -55,7 +55,7 @@ public struct PayloadPreview: Sendable {
                 batch.append(Envelope(sequence: sequence, line: n, request: request))
                 result = nil
             case .invalid(let n, let reason, let id, let token)?:
-                result = .outcome(OutcomeRecord(sequence: sequence, line: n, id: id, token: token, outcome: .dropped("line \(n): \(reason)")))
+                result = .outcome(OutcomeRecord(sequence: sequence, line: n, id: id, token: token, outcome: .dropped(OutcomeReason(.invalidRequest, "line \(n): \(reason)"))))
             }
             sequence += 1
             pending.append(result)

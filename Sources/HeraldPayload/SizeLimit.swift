@@ -32,7 +32,7 @@ public struct RejectingSizeGuard: SizeGuard {
     public func enforce(_ envelope: inout Envelope) throws(StageFailure) {
         let size = envelope.payload.count
         if size > limit {
-            throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit)")
+            throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit)", code: .payloadTooLarge)
         }
     }
 }

@@ -62,7 +62,7 @@ public struct TruncatingSizeGuard: SizeGuard {
         guard over == 0 else {
             let names = fields.map(\.name).joined(separator: ", ")
             let how = minimal.isEmpty ? "and has no alert text (\(names)) to shorten" : "even with the alert text (\(names)) shortened to \"…\""
-            throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit), \(how): \(over) bytes over")
+            throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit), \(how): \(over) bytes over", code: .payloadTooLarge)
         }
         if minimal.isEmpty, let cut, let start = APSPayloadBuilder.textOffset(of: cut.field, in: envelope.request),
             Self.isString(at: start, length: cut.escapedOld, in: envelope.payload)
@@ -86,7 +86,7 @@ public struct TruncatingSizeGuard: SizeGuard {
         }
         guard envelope.payload.count <= limit else {
             // Cannot happen when the sizes above are right; never send over the limit regardless.
-            throw StageFailure("payload is \(envelope.payload.count) bytes after truncation, over the limit of \(limit)")
+            throw StageFailure("payload is \(envelope.payload.count) bytes after truncation, over the limit of \(limit)", code: .payloadTooLarge)
         }
     }
 

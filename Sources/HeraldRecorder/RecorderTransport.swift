@@ -29,7 +29,7 @@ public final class RecorderTransport: Transport {
         }
         switch result {
         case .success: outcomes.record(batch.map { $0.record(.accepted) })
-        case .failure(let error): outcomes.record(batch.map { $0.record(.failed("recorder: \(error)")) })
+        case .failure(let error): outcomes.record(batch.map { $0.record(.failed(OutcomeReason(.internalFailure, "recorder: \(error)"))) })
         }
     }
 

@@ -64,7 +64,7 @@ public actor SimulatorTransport: Transport {
             if let item = DeliveryItem(e) {
                 items.append(item)
             } else {
-                records.append(e.record(.failed("transport: the envelope has no frame")))
+                records.append(e.record(.failed(OutcomeReason(.internalFailure, "transport: the envelope has no frame"))))
             }
         }
         machine.enqueue(items, now: now)

@@ -140,7 +140,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         let r = try await Self.run(Self.envelopes(20), simulator: sim, options: .init(delivery: p))
         #expect(r.ledger.isBalanced && r.ledger.failed == 20)
         for o in r.outcomes.values {
-            if case .failed(let reason) = o { #expect(reason.contains("connections in a row") && !reason.contains("only this notification"), "\(reason)") }
+            if case .failed(let reason) = o { #expect(reason.message.contains("connections in a row") && !reason.message.contains("only this notification"), "\(reason)") }
         }
     }
 
@@ -148,7 +148,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         let sim = APNsSimulator(configuration: SimulatorConfiguration(faults: FaultPlan(closeProbability: 1)))
         let r = try await Self.run(Self.envelopes(20), simulator: sim)
         #expect(r.ledger.isBalanced && r.ledger.failed == 20)
-        if case .failed(let reason)? = r.outcomes[0] { #expect(reason.contains("no answer")) } else { Issue.record("expected failed") }
+        if case .failed(let reason)? = r.outcomes[0] { #expect(reason.message.contains("no answer")) } else { Issue.record("expected failed") }
     }
 
     @Test func aStalledGatewayIsGivenUpAfterTheAnswerTimeout() async throws {
@@ -174,7 +174,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         let sim = APNsSimulator()
         let r = try await Self.run(e, simulator: sim, options: Self.policy(writeBytes: 512), batch: 100)
         #expect(r.ledger.isBalanced && r.ledger.accepted == 99 && r.ledger.failed == 1)
-        if case .failed(let why)? = r.outcomes[40] { #expect(why.contains("only this notification")) } else { Issue.record("expected the bad one to fail") }
+        if case .failed(let why)? = r.outcomes[40] { #expect(why.message.contains("only this notification")) } else { Issue.record("expected the bad one to fail") }
         var firstSeen: [UInt64] = []
         var seen = Set<UInt64>()
         for d in r.delivered where seen.insert(d).inserted { firstSeen.append(d) }
@@ -217,7 +217,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         #expect(r.ledger.accepted == 100, "the first batch, before the outage")
         let failed = r.outcomes.values.filter { $0.kind == .failed }
         #expect(failed.count >= 100)
-        if case .failed(let why)? = failed.first { #expect(why.contains("could not be reached for") && why.contains("attempts")) }
+        if case .failed(let why)? = failed.first { #expect(why.message.contains("could not be reached for") && why.message.contains("attempts")) }
         // Every batch handed over ended; later ones got one attempt each until the gateway came back.
         #expect(r.ledger.accepted + r.ledger.failed == 300)
     }

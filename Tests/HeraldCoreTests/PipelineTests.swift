@@ -194,7 +194,7 @@ struct PipelineTests {
         let all: [OutcomeRecord] = c.records
         let dropped = all.first { $0.outcome.kind == Outcome.Kind.dropped }
         #expect(dropped?.line == 2)
-        #expect(dropped?.outcome == .dropped("line 2: bad"))
+        #expect(dropped?.outcome == .dropped(OutcomeReason(.invalidRequest, "line 2: bad")))
     }
 
     @Test("suppression stage and feedback observer close the loop on status 8")

@@ -56,7 +56,7 @@ struct GatewayFailureTests {
                                    ca: certs.caCertificate)
         let (snapshot, records, _, seconds) = try await sendThrough(config)
         #expect(snapshot.isBalanced && snapshot.failed == 20)
-        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains(other.clientCertificate) } else { false } })
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains(other.clientCertificate) } else { false } })
         #expect(seconds < 5)
         #expect(server.simulator.counters.accepted == 0)
     }
@@ -67,7 +67,7 @@ struct GatewayFailureTests {
         defer { Task { await server.stop() } }
         let (snapshot, records, _, _) = try await sendThrough(gatewayConfig(port: server.gatewayPort, identity: nil, ca: certs.caCertificate))
         #expect(snapshot.isBalanced && snapshot.failed == 20)
-        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("requires a client certificate") } else { false } })
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("requires a client certificate") } else { false } })
         #expect(server.simulator.counters.accepted == 0)
     }
 
@@ -80,7 +80,7 @@ struct GatewayFailureTests {
                                    ca: other.caCertificate)
         let (snapshot, records, stats, _) = try await sendThrough(config)
         #expect(snapshot.isBalanced && snapshot.failed == 20)
-        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("unknown CA") && r.contains(other.caCertificate) } else { false } })
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("unknown CA") && r.message.contains(other.caCertificate) } else { false } })
         #expect(stats.connections == 1, "a refused certificate is not retried")
     }
 
@@ -98,7 +98,7 @@ struct GatewayFailureTests {
         // Held through the whole outage: delays after failures 1, 2, 3 are at least 20 + 40 + 80 ms.
         #expect(stats.connectFailures >= 3)
         #expect(seconds >= 0.1)
-        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("could not be reached for") && r.contains("\(port)") } else { false } })
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("could not be reached for") && r.message.contains("\(port)") } else { false } })
     }
 
     @Test("backoff bounds double up to the maximum; delays are drawn from the upper half")
@@ -255,7 +255,7 @@ struct DrainTests {
         config.drainTimeout = .milliseconds(500)
         let (snapshot, records, _, seconds) = try await sendThrough(config, count: 30)
         #expect(snapshot.isBalanced && snapshot.failed == 30)
-        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("shutdown deadline") } else { false } })
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("shutdown deadline") } else { false } })
         #expect(seconds >= 0.5 && seconds < 5)
     }
 
@@ -272,7 +272,7 @@ struct DrainTests {
         config.delivery.backoff = BackoffPolicy(initial: .milliseconds(5), maximum: .milliseconds(50))
         let (snapshot, records, _, seconds) = try await sendThrough(config, count: 10)
         #expect(snapshot.isBalanced && snapshot.failed == 10)
-        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("no connection") && r.contains("did not finish within") } else { false } },
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("no connection") && r.message.contains("did not finish within") } else { false } },
                 "\(records.first.map { "\($0.outcome)" } ?? "")")
         #expect(seconds < 10)
     }
@@ -317,7 +317,7 @@ struct DrainTests {
     func abandonNow() async throws {
         let (s, records, _, seconds) = try await sendToStalledGateway(drainTimeout: .seconds(60)) { $0.abandon("abandoned: test") }
         #expect(s.isBalanced && s.entered == 20_000 && s.failed == 20_000, "\(s)")
-        #expect(records.allSatisfy { $0.outcome == .failed("abandoned: test") })
+        #expect(records.allSatisfy { $0.outcome == .failed(OutcomeReason(.abandoned, "abandoned: test")) })
         #expect(seconds < 10, "not the 60 s drain")
     }
 
@@ -335,7 +335,7 @@ struct DrainTests {
         config.delivery.backoff = BackoffPolicy(initial: .milliseconds(2), maximum: .milliseconds(20))
         let (snapshot, records, stats, seconds) = try await sendThrough(config, count: 40)
         #expect(snapshot.isBalanced && snapshot.failed == 40 && snapshot.accepted == 0)
-        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.contains("stopped reading") } else { false } })
+        #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("stopped reading") } else { false } })
         #expect(stats.stalls >= 1 && seconds < 30)
     }
 }
@@ -394,7 +394,7 @@ struct SilentCloseTests {
         config.delivery.maxOutage = .milliseconds(500)
         let (snapshot, records, stats, seconds) = try await sendThrough(config, count: 100)
         #expect(snapshot.isBalanced && snapshot.failed == 100)
-        #expect(records.contains { if case .failed(let r) = $0.outcome { r.contains("in a row") } else { false } })
+        #expect(records.contains { if case .failed(let r) = $0.outcome { r.message.contains("in a row") } else { false } })
         #expect(stats.silentCloses >= 8 && seconds < 10)
     }
 }

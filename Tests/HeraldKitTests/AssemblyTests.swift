@@ -50,10 +50,10 @@ struct AssemblyTests {
         let dropped = records.filter { $0.outcome.kind == .dropped }
         #expect(dropped.map(\.line) == [2, 4, 5, 6])
         guard dropped.count == 4 else { return }
-        #expect(dropped[0].outcome == .dropped("line 2: invalid JSON at line 1, column 97: unexpected end of input in object"))
+        #expect(dropped[0].outcome == .dropped(OutcomeReason(.invalidRequest, "line 2: invalid JSON at line 1, column 97: unexpected end of input in object")))
         #expect(dropped[1].id == 4)
-        #expect(dropped[2].outcome == .dropped("line 5: unknown key \"colour\""))
-        #expect(dropped[3].outcome == .dropped("line 6: request must be a JSON object, got array"))
+        #expect(dropped[2].outcome == .dropped(OutcomeReason(.invalidRequest, "line 5: unknown key \"colour\"")))
+        #expect(dropped[3].outcome == .dropped(OutcomeReason(.invalidRequest, "line 6: request must be a JSON object, got array")))
         let accepted = records.filter { $0.outcome == .accepted }.compactMap(\.id)
         #expect(accepted == [1, 7])
     }

@@ -13,7 +13,7 @@ struct CLITests {
         let outcomes = stdout.split(separator: "\n")
         #expect(outcomes.count == 51)
         #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) }.count == 50)
-        #expect(outcomes.contains { $0.contains(#""line":51,"outcome":"dropped""#) })
+        #expect(outcomes.contains { $0.contains(#""line":51,"outcome":"dropped""#) && $0.contains(#""code":"invalid-request""#) })
         #expect(summary.contains(#""entered":51,"accepted":50,"rejected":0,"dropped":1"#))
         #expect(summary.contains(#""balanced":true"#))
     }

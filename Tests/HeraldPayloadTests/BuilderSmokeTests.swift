@@ -18,7 +18,7 @@ struct BuilderSmokeTests {
     func reject() {
         var e = Envelope(sequence: 0, request: NotificationRequest(token: DeviceToken(bytes: [1])))
         e.payload = [UInt8](repeating: 0x20, count: 300)
-        #expect(throws: StageFailure("payload is 300 bytes, 44 over the limit of 256")) {
+        #expect(throws: StageFailure("payload is 300 bytes, 44 over the limit of 256", code: .payloadTooLarge)) {
             try RejectingSizeGuard(limit: .legacyBinary).enforce(&e)
         }
     }

@@ -83,7 +83,7 @@ struct SizeGuardTests {
         var e = try envelope(request(aps))
         #expect(e.payload.count == 120)  // {"aps":{"alert":"…"}} is 20 bytes around the body
         try RejectingSizeGuard(limit: SizeLimit(bytes: 120)).enforce(&e)
-        #expect(throws: StageFailure("payload is 120 bytes, 20 over the limit of 100")) {
+        #expect(throws: StageFailure("payload is 120 bytes, 20 over the limit of 100", code: .payloadTooLarge)) {
             try RejectingSizeGuard(limit: SizeLimit(bytes: 100)).enforce(&e)
         }
     }

@@ -94,9 +94,9 @@ extension DeliveryMachine {
                 if confirmations > mark {
                     // The gateway answered for others since: this notification is what it closes on.
                     let why = lastError.map { " (last: \($0))" } ?? ""
-                    outcomes.append(items[0].record(.failed(
+                    outcomes.append(items[0].record(.failed(OutcomeReason(.closedWithoutAnswer,
                         "the gateway \(endpoint) closed the connection \(items[0].aloneCloses) times with no answer while only this "
-                            + "notification was in flight, and answered for others in between\(why)")))
+                            + "notification was in flight, and answered for others in between\(why)"))))
                     items.removeAll()
                 } else {
                     healthCheck = true
@@ -119,8 +119,9 @@ extension DeliveryMachine {
     /// Silent closes that narrow nothing down, for longer than ``DeliveryPolicy/maxOutage``: what is queued fails.
     mutating func failIfOutageTooLong(_ now: Duration) {
         guard let since = stuckSince, stuckCloses > policy.maxSilentCloses, now - since >= policy.maxOutage else { return }
-        failQueue("the gateway \(endpoint) ended \(stuckCloses) connections in a row with no answer over \(Self.describe(now - since))"
-            + (lastError.map { " (last: \($0))" } ?? ""))
+        failQueue(OutcomeReason(.gatewayUnreachable,
+            "the gateway \(endpoint) ended \(stuckCloses) connections in a row with no answer over \(Self.describe(now - since))"
+                + (lastError.map { " (last: \($0))" } ?? "")))
     }
 
     /// Puts notifications back at the front of the queue, in order.
@@ -132,7 +133,7 @@ extension DeliveryMachine {
     }
 
     /// Every queued notification fails with `reason`.
-    mutating func failQueue(_ reason: String) {
+    mutating func failQueue(_ reason: OutcomeReason) {
         outcomes.append(contentsOf: queue.map { $0.record(.failed(reason)) })
         queue.removeAll()
         suspects = 0
@@ -140,7 +141,7 @@ extension DeliveryMachine {
     }
 
     /// A permanent problem: everything fails now, and everything enqueued later.
-    mutating func failEverything(_ reason: String) {
+    mutating func failEverything(_ reason: OutcomeReason) {
         failQueue(reason)
         phase = .failed(reason)
         checkDrained()
@@ -150,11 +151,11 @@ extension DeliveryMachine {
         // Say what stood in the way: what was written waits for an answer; what
         // was never written waits for a connection (and the last error says why).
         let why = lastError.map { " (last: \($0))" } ?? ""
-        let unconfirmed = "written, but not confirmed by the gateway \(endpoint) before the shutdown deadline\(why)"
+        let unconfirmed = OutcomeReason(.shutdownDeadline, "written, but not confirmed by the gateway \(endpoint) before the shutdown deadline\(why)")
         outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(unconfirmed)) })
-        failQueue(isReady
+        failQueue(OutcomeReason(.shutdownDeadline, isReady
             ? "not written before the shutdown deadline: the gateway \(endpoint) took too long to read\(why)"
-            : "not sent before the shutdown deadline: no connection to the gateway \(endpoint)\(why)")
+            : "not sent before the shutdown deadline: no connection to the gateway \(endpoint)\(why)"))
         if case .ready(let c) = phase { actions.append(.close(c)) }
         if case .failed = phase {} else { phase = .idle }
         checkDrained()
@@ -179,7 +180,8 @@ extension DeliveryMachine {
     /// Gives up at once (a second signal, a shell that cannot go on): what is
     /// in flight and queued fails with `reason`, and so does everything
     /// enqueued later; the connection is closed.
-    public mutating func abandon(_ reason: String) {
+    public mutating func abandon(_ message: String) {
+        let reason = OutcomeReason(.abandoned, message)
         outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(reason)) })
         switch phase {
         case .ready(let c), .connecting(let c, _): actions.append(.close(c))

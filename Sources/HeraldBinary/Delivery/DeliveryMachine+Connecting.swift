@@ -30,7 +30,7 @@ extension DeliveryMachine {
         phase = .idle
         switch reason {
         case .permanent(let why):
-            failEverything(why)
+            failEverything(OutcomeReason(.tlsRefused, why))
             return
         case .transient(let why):
             if let why { lastError = why }
@@ -38,8 +38,9 @@ extension DeliveryMachine {
         let since = outageSince ?? now
         outageSince = since
         if now - since >= policy.maxOutage {
-            failQueue("the gateway \(endpoint) could not be reached for \(Self.describe(now - since)) (\(connectFailures) attempts): "
-                + (lastError ?? "unknown error"))
+            failQueue(OutcomeReason(.gatewayUnreachable,
+                "the gateway \(endpoint) could not be reached for \(Self.describe(now - since)) (\(connectFailures) attempts): "
+                    + (lastError ?? "unknown error")))
         }
         reconnect(afterFailures: connectFailures, now: now)
     }

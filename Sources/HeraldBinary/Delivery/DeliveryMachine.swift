@@ -61,7 +61,7 @@ public struct DeliveryMachine: Sendable {
         case waiting(until: Duration)
         case connecting(Int, since: Duration)
         case ready(Int)
-        case failed(String)
+        case failed(OutcomeReason)
     }
 
     public let policy: DeliveryPolicy
@@ -167,8 +167,9 @@ public struct DeliveryMachine: Sendable {
         case .ready(c):
             if case .permanent(let why) = reason {
                 // Refused after the handshake (TLS 1.3 reports a refused client certificate late).
-                outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(why)) })
-                failEverything(why)
+                let reason = OutcomeReason(.tlsRefused, why)
+                outcomes.append(contentsOf: window.connectionLost().filter { !$0.isProbe }.map { $0.record(.failed(reason)) })
+                failEverything(reason)
             } else {
                 if case .transient(let why?) = reason { lastError = why }
                 silentClose(c, now: now, stalled: false)

@@ -5,11 +5,11 @@ public enum Outcome: Sendable, Hashable, CustomStringConvertible {
     /// APNs refused it with a status code.
     case rejected(Status)
     /// Herald did not send it: invalid input, over size, a bad template…
-    case dropped(String)
+    case dropped(OutcomeReason)
     /// The token is known to be unregistered; nothing was sent.
     case suppressed
     /// Herald gave up on it (retries exhausted, shutdown deadline, transport error).
-    case failed(String)
+    case failed(OutcomeReason)
 
     /// The outcome's kind as used in the JSON Lines output.
     public var kind: Kind {
@@ -35,6 +35,56 @@ public enum Outcome: Sendable, Hashable, CustomStringConvertible {
         case .failed(let r): return "failed(\(r))"
         }
     }
+}
+
+/// Why a request was dropped or failed: a ``Code`` a program can act on, and
+/// a message a person can read. A string literal or interpolation makes one
+/// with ``Code/unspecified``.
+///
+/// ```swift
+/// .failed(OutcomeReason(.gatewayUnreachable, "the gateway … could not be reached for 300 s"))
+/// if case .failed(let why) = outcome, why.code == .gatewayUnreachable { retryLater() }
+/// ```
+public struct OutcomeReason: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringInterpolation {
+    /// A kind of reason. Open, like ``Status``: codes added later are values, not crashes.
+    public struct Code: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        public init(stringLiteral value: String) { name = value }
+        public var description: String { name }
+
+        /// No code was given.
+        public static let unspecified: Code = "unspecified"
+        /// The request itself is wrong: malformed line, bad JSON, a bad key or value.
+        public static let invalidRequest: Code = "invalid-request"
+        /// The payload is over the size limit.
+        public static let payloadTooLarge: Code = "payload-too-large"
+        /// The gateway closed on it alone, again and again, while answering for others.
+        public static let closedWithoutAnswer: Code = "closed-without-answer"
+        /// The gateway could not be reached, or ended every connection with no answer, for too long.
+        public static let gatewayUnreachable: Code = "gateway-unreachable"
+        /// TLS refused the gateway or our certificate: retrying cannot help.
+        public static let tlsRefused: Code = "tls-refused"
+        /// Shutdown came before the gateway confirmed it.
+        public static let shutdownDeadline: Code = "shutdown-deadline"
+        /// Given up at once (a second signal).
+        public static let abandoned: Code = "abandoned"
+        /// A stage or transport failed on its batch.
+        public static let internalFailure: Code = "internal-failure"
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public init(stringLiteral value: String) { self.init(.unspecified, value) }
+    public init(stringInterpolation: DefaultStringInterpolation) { self.init(.unspecified, String(stringInterpolation: stringInterpolation)) }
+
+    public var description: String { message }
 }
 
 /// An APNs status code (the binary interface's error-response statuses).

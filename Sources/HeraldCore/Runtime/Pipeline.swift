@@ -16,7 +16,7 @@ extension NamedStage {
             try await stage.process(&batch)
         } catch {
             for i in batch.indices where batch[i].outcome == nil {
-                batch[i].outcome = .failed("stage \(name): \(error)")
+                batch[i].outcome = .failed(OutcomeReason(.internalFailure, "stage \(name): \(error)"))
             }
         }
     }
@@ -60,7 +60,7 @@ actor TransportRunner {
                 try await transport.send(batch, outcomes: ledger)
             } catch {
                 // The transport refused the batch outright: none of it was sent.
-                ledger.record(batch.map { $0.record(.failed("transport: \(error)")) })
+                ledger.record(batch.map { $0.record(.failed(OutcomeReason(.internalFailure, "transport: \(error)"))) })
             }
         }
         await transport.finish(outcomes: ledger)

@@ -50,7 +50,7 @@ public final class SourceSink {
         nextSequence += 1
         ledger.enter(CollectionOfOne(sequence), count: 1)
         let where_ = line.map { "line \($0): " } ?? ""
-        ledger.record(OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: .dropped(where_ + reason)))
+        ledger.record(OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: .dropped(OutcomeReason(.invalidRequest, where_ + reason))))
     }
 
     /// Hands the partial batch to the pipeline.

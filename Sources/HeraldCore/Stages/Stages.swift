@@ -27,7 +27,12 @@ public protocol PipelineStage: Sendable {
 /// A reason a single request cannot go on, which becomes its `dropped` outcome.
 public struct StageFailure: Error, Sendable, Hashable, CustomStringConvertible {
     public var reason: String
-    public init(_ reason: String) { self.reason = reason }
+    /// What kind of problem it is (the outcome's reason code).
+    public var code: OutcomeReason.Code
+    public init(_ reason: String, code: OutcomeReason.Code = .invalidRequest) {
+        self.reason = reason
+        self.code = code
+    }
     public var description: String { reason }
 }
 
@@ -95,7 +100,7 @@ extension EnvelopeStage {
             do throws(StageFailure) {
                 try apply(&batch[i])
             } catch {
-                batch[i].outcome = .dropped(error.reason)
+                batch[i].outcome = .dropped(OutcomeReason(error.code, error.reason))
             }
         }
     }
