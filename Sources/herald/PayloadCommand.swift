@@ -57,23 +57,13 @@ struct PayloadCommand: AsyncParsableCommand {
 
         let preview: PayloadPreview
         do { preview = try PayloadPreview(assembly: HeraldAssembly(configuration: configuration)) } catch { throw SetupError("\(error)") }
-        var out: [UInt8] = []
-        out.reserveCapacity(1 << 16)
-        var writeError: IOError?
-        func write() {
-            do throws(IOError) { try writeAll(1, &out, to: "standard output") } catch { writeError = writeError ?? error }
-        }
+        var out = OutputBuffer()
         do {
-            try await preview.run(path: input) { result in
-                out.append(contentsOf: result.line)
-                out.append(0x0A)
-                if out.count >= 1 << 16 { write() }
-            }
+            try await preview.run(path: input) { result in out.appendLine(result.line) }
         } catch {
-            write()
+            try? out.finish()
             throw SetupError("cannot read input: \(error)")
         }
-        write()
-        if let writeError { throw SetupError("cannot write: \(writeError)") }
+        try out.finish()
     }
 }

@@ -41,11 +41,7 @@ struct ValidateCommand: AsyncParsableCommand {
             throw SetupError("\(error)")
         }
         var requests = 0, dropped = 0, truncated = 0
-        var out: [UInt8] = []
-        var writeError: IOError?
-        func write() {
-            do throws(IOError) { try writeAll(1, &out, to: "standard output") } catch { writeError = writeError ?? error }
-        }
+        var out = OutputBuffer()
         do {
             try await preview.run(path: input) { result in
                 requests += 1
@@ -53,7 +49,7 @@ struct ValidateCommand: AsyncParsableCommand {
                 case .payload: return
                 case .outcome(let record):
                     dropped += 1
-                    out += OutcomeWriter.line(record)
+                    out.appendLine(OutcomeWriter.line(record))
                 case .truncated(let payload, let from, let record):
                     truncated += 1
                     var line = JSONLine()
@@ -62,16 +58,14 @@ struct ValidateCommand: AsyncParsableCommand {
                     line.add("outcome", "truncated")
                     line.add("from", from)
                     line.add("to", payload.count)
-                    out += line.bytes
+                    out.appendLine(line.bytes)
                 }
-                out.append(0x0A)
-                if out.count >= 1 << 16 { write() }
             }
         } catch {
-            write()
+            try? out.finish()
             throw SetupError("cannot read input: \(error)")
         }
-        write()
+        let written: Result<Void, any Error> = Result { try out.finish() }
         var fields = JSONLine()
         fields.add("requests", requests)
         fields.add("ok", requests - dropped - truncated)
@@ -80,7 +74,7 @@ struct ValidateCommand: AsyncParsableCommand {
         var summary = JSONLine()
         summary.add("validate", fields)
         writeToStandardError(summary.line)
-        if let writeError { throw SetupError("cannot write: \(writeError)") }
+        try written.get()
         if dropped + truncated > 0 { throw ExitCode(3) }
     }
 }
