@@ -53,7 +53,11 @@ final class GatewayDriver: @unchecked Sendable {
         var resumed = false
     }
 
-    init(loop: any EventLoop, configuration: GatewayConfiguration, tls: TLSContext, gate: FlowGate) {
+    /// Which of the transport's connection slots this is (for traces).
+    let index: Int
+
+    init(index: Int, loop: any EventLoop, configuration: GatewayConfiguration, tls: TLSContext, gate: FlowGate) {
+        self.index = index
         self.loop = loop
         self.configuration = configuration
         self.tls = tls
@@ -67,7 +71,7 @@ final class GatewayDriver: @unchecked Sendable {
     static let tracing = getenv("HERALD_GATEWAY_TRACE") != nil
     func trace(_ s: @autoclosure () -> String) {
         guard Self.tracing else { return }
-        writeToStandardError("herald gateway trace: [\(ObjectIdentifier(self).hashValue % 1000) \(endpoint) \(NIODeadline.now().uptimeNanoseconds / 1000)µs] \(s()) "
+        writeToStandardError("herald gateway trace: [slot \(index) \(endpoint) \(NIODeadline.now().uptimeNanoseconds / 1000)µs] \(s()) "
             + "queued=\(machine.queuedCount) in-flight=\(machine.inFlightCount)\n")
     }
 

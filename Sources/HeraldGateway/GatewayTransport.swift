@@ -49,8 +49,8 @@ public final class GatewayTransport: Transport {
         self.gate = FlowGate(limit: configuration.maxQueued)
         let tls = self.tls
         let gate = self.gate
-        self.drivers = (0..<configuration.connections).map { _ in
-            GatewayDriver(loop: group.next(), configuration: configuration, tls: tls, gate: gate)
+        self.drivers = (0..<configuration.connections).map { i in
+            GatewayDriver(index: i, loop: group.next(), configuration: configuration, tls: tls, gate: gate)
         }
     }
 

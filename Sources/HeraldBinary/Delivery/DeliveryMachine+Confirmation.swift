@@ -69,8 +69,7 @@ extension DeliveryMachine {
                 // The gateway closed on a probe alone: it is the gateway that fails. Ask again, backing off.
                 healthCheck = true
                 statistics.silentCloses += 1
-                stuckCloses += 1
-                if stuckSince == nil { stuckSince = now }
+                noteStuckClose(now)
                 failIfOutageTooLong(now)
                 reconnect(afterFailures: stuckCloses, now: now)
             } else {
@@ -79,10 +78,7 @@ extension DeliveryMachine {
             return
         }
         statistics.silentCloses += 1
-        if stalled || items.count >= lastSilentCount {
-            stuckCloses += 1
-            if stuckSince == nil { stuckSince = now }
-        }
+        if stalled || items.count >= lastSilentCount { noteStuckClose(now) }
         lastSilentCount = items.count
         cap = max(1, min(cap, items.count) / 2)
         // A stall is the gateway's doing (it stopped reading), not the notification's.
@@ -104,16 +100,16 @@ extension DeliveryMachine {
             }
         }
         statistics.resentAfterSilentClose += items.count
-        if items.count == 1 && suspects > 0 {
-            // Alone and closed on: let the other suspects go first, so the gateway shows whether it answers at all.
-            queue.insert(items[0], at: suspects)
-            statistics.resent += 1
-            suspects += 1
-        } else {
-            requeue(items, suspect: true)
-        }
+        // Alone and closed on: let the other suspects go first, so the gateway shows whether it answers at all.
+        requeue(items, suspect: true, at: items.count == 1 ? suspects : 0)
         failIfOutageTooLong(now)
         reconnect(afterFailures: stuckCloses, now: now)
+    }
+
+    /// A silent close that narrowed nothing down (or a stall).
+    mutating func noteStuckClose(_ now: Duration) {
+        stuckCloses += 1
+        if stuckSince == nil { stuckSince = now }
     }
 
     /// Silent closes that narrow nothing down, for longer than ``DeliveryPolicy/maxOutage``: what is queued fails.
@@ -124,10 +120,10 @@ extension DeliveryMachine {
                 + (lastError.map { " (last: \($0))" } ?? "")))
     }
 
-    /// Puts notifications back at the front of the queue, in order.
-    mutating func requeue(_ items: [DeliveryItem], suspect: Bool) {
+    /// Puts notifications back in the queue, in order, at `index` (the front by default).
+    mutating func requeue(_ items: [DeliveryItem], suspect: Bool, at index: Int = 0) {
         guard !items.isEmpty else { return }
-        queue.prepend(contentsOf: items)
+        queue.insert(contentsOf: items, at: index)
         statistics.resent += items.count
         if suspect { suspects += items.count }
     }
