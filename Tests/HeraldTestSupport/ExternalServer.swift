@@ -69,18 +69,11 @@ public struct ExternalServerError: Error, CustomStringConvertible {
 
 /// Runs a command and returns its standard output; throws when it fails.
 public func runCommand(_ executable: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw ExternalServerError(message: "\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+    let r = try runProcess(URL(fileURLWithPath: executable), arguments)
+    guard r.status == 0 else {
+        throw ExternalServerError(message: "\(executable) \(arguments.joined(separator: " ")) exited with \(r.status): \(r.stderr)")
     }
-    return String(decoding: data, as: UTF8.self)
+    return r.stdout
 }
 
 /// The Python of the interop virtual environment (with `apns3`), made by

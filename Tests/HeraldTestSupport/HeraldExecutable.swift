@@ -24,8 +24,13 @@ public struct HeraldExecutableMissing: Error, CustomStringConvertible {
 
 /// Runs the built `herald` with `arguments` and returns its exit status, standard output and standard error.
 public func runHerald(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runProcess(try heraldExecutable(), arguments)
+}
+
+/// Runs `executable` with `arguments` and returns its exit status, standard output and standard error.
+public func runProcess(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
     let p = Process()
-    p.executableURL = try heraldExecutable()
+    p.executableURL = executable
     p.arguments = arguments
     let out = Pipe(), err = Pipe()
     p.standardOutput = out
