@@ -181,5 +181,10 @@ void cherald_ssl_offer_session(SSL *ssl) {
 void cherald_ctx_enable_server_resumption(SSL_CTX *ctx, const char *id_context) {
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)id_context, (unsigned int)strlen(id_context));
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    /* Stateful tickets: the ticket names a session in this context's cache.
+     * A stateless ticket carries the whole session, the client's certificate
+     * included, and decoding that certificate's key on every resumption is
+     * the largest cost of a reconnection with OpenSSL 3 (its decoder look-ups). */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
     SSL_CTX_set_num_tickets(ctx, 1);
 }
