@@ -5,6 +5,7 @@ let package = Package(
     name: "Herald",
     platforms: [.macOS(.v15)],
     products: [
+        .library(name: "HeraldJSON", targets: ["HeraldJSON"]),
         .library(name: "HeraldCore", targets: ["HeraldCore"]),
         .library(name: "HeraldPayload", targets: ["HeraldPayload"]),
         .library(name: "HeraldLocalization", targets: ["HeraldLocalization"]),
@@ -24,16 +25,18 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     ],
     targets: [
-        // The model, the JSON codec, the stage protocols, the actor runtime and the ledger.
-        .target(name: "HeraldCore"),
+        // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
+        .target(name: "HeraldJSON"),
+        // The model, the stage protocols, the actor runtime and the ledger.
+        .target(name: "HeraldCore", dependencies: ["HeraldJSON"]),
         // Payload builder and size guard (issue 3).
-        .target(name: "HeraldPayload", dependencies: ["HeraldCore"]),
+        .target(name: "HeraldPayload", dependencies: ["HeraldJSON", "HeraldCore"]),
         // String catalogs and the localizer (issue 4).
-        .target(name: "HeraldLocalization", dependencies: ["HeraldCore"]),
+        .target(name: "HeraldLocalization", dependencies: ["HeraldJSON", "HeraldCore"]),
         // Binary interface codecs: frames, error responses, feedback tuples (issue 5).
         .target(name: "HeraldBinary", dependencies: ["HeraldCore", .product(name: "DequeModule", package: "swift-collections")]),
         // The in-memory APNs simulator and its transport (issue 5).
-        .target(name: "HeraldSimulator", dependencies: ["HeraldCore", "HeraldBinary"]),
+        .target(name: "HeraldSimulator", dependencies: ["HeraldJSON", "HeraldCore", "HeraldBinary"]),
         // zlib, used only by the recorder.
         .systemLibrary(
             name: "CZlib", pkgConfig: "zlib",
@@ -41,7 +44,7 @@ let package = Package(
         ),
         .target(name: "CHeraldZlib", dependencies: ["CZlib"]),
         // The file recorder transport: gzip-compressed JSON Lines logs of what would be sent.
-        .target(name: "HeraldRecorder", dependencies: ["HeraldCore", "CZlib", "CHeraldZlib"]),
+        .target(name: "HeraldRecorder", dependencies: ["HeraldJSON", "HeraldCore", "CZlib", "CHeraldZlib"]),
         // The system OpenSSL (libssl-dev), used by HeraldOpenSSL (and HeraldTesting's certificate maker).
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",
@@ -80,7 +83,7 @@ let package = Package(
         .target(
             name: "HeraldKit",
             dependencies: [
-                "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
+                "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
                 "HeraldGateway",
             ]
         ),
@@ -88,15 +91,15 @@ let package = Package(
         .target(
             name: "HeraldBenchmarks",
             dependencies: [
-                "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL",
-                "HeraldGateway", "HeraldTesting", "HeraldKit",
+                "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator",
+                "HeraldOpenSSL", "HeraldGateway", "HeraldTesting", "HeraldKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
+                "HeraldJSON", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
                 "HeraldBenchmarks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -106,13 +109,14 @@ let package = Package(
             name: "HeraldBenchPlugin",
             capability: .command(intent: .custom(verb: "herald-bench", description: "Run Herald's benchmarks in release mode"))
         ),
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldJSONTests", dependencies: ["HeraldJSON", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldJSON", "HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldJSON", "HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldJSON", "HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
         // Helpers shared by the test targets.
         .target(name: "HeraldTestSupport", dependencies: ["HeraldTesting"], path: "Tests/HeraldTestSupport"),
-        .testTarget(name: "HeraldKitTests", dependencies: ["HeraldTestSupport", "HeraldKit"]),
+        .testTarget(name: "HeraldKitTests", dependencies: ["HeraldTestSupport", "HeraldJSON", "HeraldKit"]),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
         .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
         .testTarget(name: "HeraldGatewayTests", dependencies: ["HeraldTestSupport", "HeraldGateway", "HeraldTesting", "HeraldKit"]),

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HeraldBinary
 import HeraldCore
+import HeraldJSON
 import HeraldSimulator
 
 /// `herald bench frame`: binary frames encoded per second, and decoded and

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldCore
+import HeraldJSON
 import HeraldLocalization
 
 /// `herald bench localize`: server-side localized renders per second on one

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HeraldCore
+import HeraldJSON
 import HeraldPayload
 
 /// `herald bench payload`: payloads per second for a fixed mix, next to

@@ -2,9 +2,10 @@ import ArgumentParser
 import Foundation
 import HeraldBinary
 import HeraldCore
-import HeraldSimulator
 import HeraldGateway
+import HeraldJSON
 import HeraldOpenSSL
+import HeraldSimulator
 import HeraldTesting
 
 /// `herald bench tls`: notifications per second through the gateway transport

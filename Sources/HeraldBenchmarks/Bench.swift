@@ -1,5 +1,6 @@
 import ArgumentParser
 import HeraldCore
+import HeraldJSON
 import HeraldKit
 import Synchronization
 #if canImport(Glibc)

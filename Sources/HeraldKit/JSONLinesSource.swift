@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 
 /// Reads JSON Lines requests from a file or standard input (`-`), streaming:
 /// memory stays bounded whatever the file's size. Blank lines are skipped;

@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 import Synchronization
 #if canImport(Glibc)
 import Glibc

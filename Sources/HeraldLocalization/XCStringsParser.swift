@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 
 /// Reads an Xcode string catalog (`.xcstrings`, JSON, format version 1.0).
 ///

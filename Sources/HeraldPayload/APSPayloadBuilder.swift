@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 
 /// Builds the compact JSON payload of a request: `{"aps":{…},<custom keys>}`.
 ///
@@ -51,7 +52,7 @@ public struct APSPayloadBuilder: PayloadBuilder {
     /// The payload in a buffer of `capacity` bytes, or `nil` if it does not fit.
     static func encode(_ request: borrowing NotificationRequest, capacity: Int) -> [UInt8]? {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer -> [UInt8]? in
-            var w = PayloadWriter(base: buffer.baseAddress!, capacity: capacity)
+            var w = FixedJSONWriter(base: buffer.baseAddress!, capacity: capacity)
             write(request, into: &w)
             if w.overflowed { return nil }
             return Array(UnsafeBufferPointer(start: buffer.baseAddress!, count: w.count))
@@ -103,7 +104,7 @@ public struct APSPayloadBuilder: PayloadBuilder {
     }
 
     /// Writes a validated structured request.
-    static func write<W: PayloadSink>(_ request: NotificationRequest, into w: inout W) {
+    static func write<W: JSONOutput>(_ request: NotificationRequest, into w: inout W) {
         let aps = request.aps
         w.raw("{\"aps\":{")
         var first = true
@@ -162,7 +163,7 @@ public struct APSPayloadBuilder: PayloadBuilder {
     }
 
     /// Writes the alert dictionary, keys in ``APSKey/alertOrder``.
-    static func writeAlert<W: PayloadSink>(_ alert: Alert, into w: inout W) {
+    static func writeAlert<W: JSONOutput>(_ alert: Alert, into w: inout W) {
         w.byte(UInt8(ascii: "{"))
         var first = true
         if let s = alert.title { w.separator(&first); w.raw("\"title\":"); w.string(s) }

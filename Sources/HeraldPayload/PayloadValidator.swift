@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 
 /// The checks a request must pass before its payload is built.
 ///

@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 
 /// Cutting text to a byte budget, measured as the text takes inside a JSON
 /// string (escapes included), on a grapheme-cluster boundary.

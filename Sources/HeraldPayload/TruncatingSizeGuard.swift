@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 
 /// The `truncate` policy: a payload over the limit gets its alert text
 /// shortened until it fits.

@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 import Synchronization
 
 /// A transport that sends nothing: it records every notification it is given
@@ -50,11 +51,7 @@ public final class RecorderTransport: Transport {
         if let p = e.request.priority { w.raw(",\"priority\":"); w.int(Int(p.rawValue)) }
         if includeFrame, let frame = e.frame {
             w.raw(",\"frame\":\"")
-            let digits: StaticString = "0123456789abcdef"
-            for b in frame.bytes {
-                w.byte(digits.utf8Start[Int(b >> 4)])
-                w.byte(digits.utf8Start[Int(b & 0xF)])
-            }
+            Hex.append(frame.bytes, to: &w.bytes)
             w.byte(UInt8(ascii: "\""))
         }
         w.raw(",\"payload\":")

@@ -1,5 +1,6 @@
 import HeraldBinary
 import HeraldCore
+import HeraldJSON
 import Synchronization
 
 /// What the gateway does with one write from the provider.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import HeraldCore
+import HeraldJSON
 import HeraldTesting
 #if canImport(Glibc)
 import Glibc

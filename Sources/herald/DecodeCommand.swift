@@ -1,6 +1,7 @@
 import ArgumentParser
 import HeraldBinary
 import HeraldCore
+import HeraldJSON
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -165,7 +166,7 @@ struct DecodeSession {
     }
 
     static func isHexOrSpace(_ b: UInt8) -> Bool {
-        (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x66) || (b >= 0x41 && b <= 0x46) || b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09
+        Hex.nibble(b) != nil || b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09
     }
 
     mutating func feedRaw(_ bytes: [UInt8]) throws(IOError) {
@@ -194,8 +195,7 @@ struct DecodeSession {
             out.raw(",\"error\":\"not an even number of hex digits\"}\n")
             return
         }
-        var bytes = [UInt8](repeating: 0, count: text.count / 2)
-        for i in bytes.indices { bytes[i] = Self.nibble(text[2 * i]) << 4 | Self.nibble(text[2 * i + 1]) }
+        guard case .success(let bytes) = Hex.decode(text) else { return }  // checked above
         decoder = AnyDecoder(kind)
         var printed: [AnyBinaryMessage] = []
         do {
@@ -207,14 +207,6 @@ struct DecodeSession {
             report(error, line: number)
         }
         if out.bytes.count > 1 << 16 { try flush() }
-    }
-
-    static func nibble(_ c: UInt8) -> UInt8 {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x61...0x66: return c - 0x61 + 10
-        default: return c - 0x41 + 10
-        }
     }
 
     mutating func report(_ e: BinaryDecodingError, line: Int?) {

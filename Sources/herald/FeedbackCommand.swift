@@ -1,7 +1,8 @@
 import ArgumentParser
 import HeraldCore
-import HeraldKit
 import HeraldGateway
+import HeraldJSON
+import HeraldKit
 import HeraldOpenSSL
 import HeraldTesting
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import HeraldBinary
 import HeraldCore
+import HeraldJSON
 import HeraldKit
 import Synchronization
 #if canImport(Glibc)
@@ -67,7 +68,6 @@ struct FrameCommand: AsyncParsableCommand {
 /// The frame command's "transport": prints each frame as hex and accepts it.
 final class HexFramePrinter: Transport {
     let out = Mutex<[UInt8]>([])
-    static let digits = Array("0123456789abcdef".utf8)
 
     func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
         var records: [OutcomeRecord] = []
@@ -77,10 +77,7 @@ final class HexFramePrinter: Transport {
                     records.append(e.record(.failed("no frame")))
                     continue
                 }
-                for b in f.bytes {
-                    buf.append(Self.digits[Int(b >> 4)])
-                    buf.append(Self.digits[Int(b & 15)])
-                }
+                Hex.append(f.bytes, to: &buf)
                 buf.append(0x0A)
                 records.append(e.record(.accepted))
             }

@@ -4,6 +4,7 @@ import HeraldBinary
 import HeraldCore
 import HeraldKit
 import Synchronization
+import HeraldJSON
 #if canImport(Glibc)
 import Glibc
 #endif

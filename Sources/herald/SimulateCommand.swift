@@ -1,4 +1,5 @@
 import ArgumentParser
+import HeraldJSON
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,6 @@
 import ArgumentParser
 import HeraldCore
+import HeraldJSON
 import HeraldKit
 
 /// `herald validate`: checks requests and catalogs without sending anything.

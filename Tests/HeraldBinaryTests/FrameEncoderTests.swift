@@ -1,5 +1,6 @@
 import HeraldBinary
 import HeraldCore
+import HeraldJSON
 import Testing
 
 /// Byte-exact vectors, computed by hand from the seed listings (5-1, 5-2) and the frame item table.

@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldLocalization
 import Testing
 @testable import HeraldKit
+import HeraldJSON
 
 /// The `localize.*` configuration keys and the localize stage the assembly picks.
 @Suite struct LocalizationConfigurationTests {

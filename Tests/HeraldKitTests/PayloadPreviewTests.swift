@@ -1,5 +1,6 @@
 import Foundation
 import HeraldCore
+import HeraldJSON
 import HeraldKit
 import HeraldPayload
 import Testing

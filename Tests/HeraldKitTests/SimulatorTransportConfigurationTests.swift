@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 import HeraldKit
 import Testing
 

@@ -1,4 +1,5 @@
 import HeraldCore
+import HeraldJSON
 import HeraldPayload
 import PropertyBased
 import Testing

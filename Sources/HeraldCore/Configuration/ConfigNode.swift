@@ -1,3 +1,4 @@
+import HeraldJSON
 import Synchronization
 
 /// A JSON object read from a configuration file, read strictly: every error

@@ -1,3 +1,5 @@
+import HeraldJSON
+
 /// A device token: the opaque bytes APNs hands to an app at registration.
 ///
 /// Tokens travel as bytes; hex is only their text form. Up to 32 bytes (the
@@ -57,22 +59,9 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         if utf8.isEmpty { throw TokenError(.empty) }
         if utf8.count % 2 != 0 { throw TokenError(.oddLength(utf8.count)) }
         if utf8.count > 1024 { throw TokenError(.tooLong(utf8.count / 2)) }
-        var bytes = [UInt8](repeating: 0, count: utf8.count / 2)
-        for i in 0..<bytes.count {
-            guard let hi = Self.nibble(utf8[2 * i]) else { throw TokenError(.notHex(offset: 2 * i)) }
-            guard let lo = Self.nibble(utf8[2 * i + 1]) else { throw TokenError(.notHex(offset: 2 * i + 1)) }
-            bytes[i] = hi << 4 | lo
-        }
-        self.init(bytes: bytes)
-    }
-
-    @inline(__always)
-    static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c &- UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c &- UInt8(ascii: "a") &+ 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c &- UInt8(ascii: "A") &+ 10
-        default: return nil
+        switch Hex.decode(utf8) {
+        case .success(let bytes): self.init(bytes: bytes)
+        case .failure(let e): throw TokenError(.notHex(offset: e.offset))
         }
     }
 
@@ -90,16 +79,7 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
 
     /// Lowercase hex of the whole token. Do not log it: use ``redacted``.
     public var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        return withUnsafeBytes { raw in
-            String(unsafeUninitializedCapacity: raw.count * 2) { out in
-                for (i, b) in raw.enumerated() {
-                    out[2 * i] = digits[Int(b >> 4)]
-                    out[2 * i + 1] = digits[Int(b & 0xF)]
-                }
-                return raw.count * 2
-            }
-        }
+        withUnsafeBytes { Hex.string($0) }
     }
 
     /// The first and last four hex digits, for logs: `a1b2…e9f0`.

@@ -1,3 +1,4 @@
+import HeraldJSON
 /// One notification to send: who it goes to, what it says, and how APNs should treat it.
 ///
 /// A value type: stages copy and modify it freely. Either the structured

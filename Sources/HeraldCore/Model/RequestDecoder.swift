@@ -1,3 +1,4 @@
+import HeraldJSON
 /// Decodes the JSON Lines request contract into a ``NotificationRequest``.
 ///
 /// Structured form:

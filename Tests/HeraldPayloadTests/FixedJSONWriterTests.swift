@@ -3,15 +3,16 @@ import PropertyBased
 import Testing
 
 @testable import HeraldPayload
+import HeraldJSON
 
-@Suite("PayloadWriter writes what JSONWriter writes")
-struct PayloadWriterTests {
-    func both(_ body: (inout JSONWriter) -> Void, _ body2: (inout PayloadWriter) -> Void, capacity: Int = 4096) -> ([UInt8], [UInt8]?) {
+@Suite("FixedJSONWriter writes what JSONWriter writes")
+struct FixedJSONWriterTests {
+    func both(_ body: (inout JSONWriter) -> Void, _ body2: (inout FixedJSONWriter) -> Void, capacity: Int = 4096) -> ([UInt8], [UInt8]?) {
         var j = JSONWriter()
         body(&j)
         var overflowed = false
         let p = [UInt8](unsafeUninitializedCapacity: capacity) { buf, n in
-            var w = PayloadWriter(base: buf.baseAddress!, capacity: capacity)
+            var w = FixedJSONWriter(base: buf.baseAddress!, capacity: capacity)
             body2(&w)
             overflowed = w.overflowed
             n = overflowed ? 0 : w.count
@@ -39,7 +40,7 @@ struct PayloadWriterTests {
             let storage = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity + 16)
             defer { storage.deallocate() }
             storage.initialize(repeating: 0xEE, count: capacity + 16)
-            var w = PayloadWriter(base: storage, capacity: capacity)
+            var w = FixedJSONWriter(base: storage, capacity: capacity)
             w.string(text)
             w.int(-1234567)
             w.raw("true")

@@ -1,0 +1,60 @@
+/// The project's one hex codec: device tokens, `\u00XX` escapes, frames
+/// printed by `herald frame` and the recorder, and `herald decode`'s input.
+/// Writes lowercase; reads either case.
+@usableFromInline package enum Hex {
+    /// The lowercase digit for a value below 16.
+    @inlinable @inline(__always) package static func digit(_ v: UInt8) -> UInt8 {
+        v < 10 ? UInt8(ascii: "0") &+ v : UInt8(ascii: "a") &+ (v &- 10)
+    }
+
+    /// The value of a hex digit (either case), or nil for any other byte.
+    @inline(__always) package static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c &- UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c &- UInt8(ascii: "a") &+ 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c &- UInt8(ascii: "A") &+ 10
+        default: return nil
+        }
+    }
+
+    /// Appends two lowercase digits per byte.
+    @inline(__always) package static func append(_ bytes: some Sequence<UInt8>, to out: inout [UInt8]) {
+        for b in bytes {
+            out.append(digit(b >> 4))
+            out.append(digit(b & 0xF))
+        }
+    }
+
+    /// Lowercase hex text of `bytes`.
+    package static func string(_ bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (i, b) in bytes.enumerated() {
+                out[2 * i] = digit(b >> 4)
+                out[2 * i + 1] = digit(b & 0xF)
+            }
+            return bytes.count * 2
+        }
+    }
+
+    /// The bytes of hex text, or the offset of the first byte that is not a
+    /// hex digit (an odd count reports its length).
+    package static func decode(_ text: some Collection<UInt8>) -> Result<[UInt8], HexError> {
+        if text.count % 2 != 0 { return .failure(HexError(offset: text.count)) }
+        var out = [UInt8](repeating: 0, count: text.count / 2)
+        var i = text.startIndex
+        for k in out.indices {
+            guard let hi = nibble(text[i]) else { return .failure(HexError(offset: 2 * k)) }
+            i = text.index(after: i)
+            guard let lo = nibble(text[i]) else { return .failure(HexError(offset: 2 * k + 1)) }
+            i = text.index(after: i)
+            out[k] = hi << 4 | lo
+        }
+        return .success(out)
+    }
+}
+
+/// Hex text that does not decode: where it went wrong.
+package struct HexError: Error, Equatable {
+    package var offset: Int
+    package init(offset: Int) { self.offset = offset }
+}

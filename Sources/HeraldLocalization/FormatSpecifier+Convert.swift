@@ -1,0 +1,116 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How one argument string becomes text: string conversions as they are,
+/// numeric ones parsed and printed with C `printf` semantics.
+extension FormatSpecifier {
+    /// Appends the converted argument.
+    func append(_ argument: String, to out: inout String) throws(FormatError) {
+        switch conversion {
+        case .string:
+            var s = Substring(argument)
+            if let precision, s.count > precision { s = s.prefix(precision) }
+            let pad = max(0, (width ?? 0) - s.count)
+            if pad > 0 && !leftAlign { out.append(String(repeating: " ", count: pad)) }
+            out.append(contentsOf: s)
+            if pad > 0 && leftAlign { out.append(String(repeating: " ", count: pad)) }
+        case .signed:
+            guard let v = Self.parseInteger(argument) else {
+                throw FormatError("argument \(index + 1) \"\(argument)\" is not an integer, as \(text) needs")
+            }
+            guard integerRange.contains(v) else {
+                throw FormatError("argument \(index + 1) \"\(argument)\" is out of the range of \(text) (\(integerRange.lowerBound)…\(integerRange.upperBound))")
+            }
+            if plain { out.append(String(v)) } else { out.append(cString(Int64(v))) }
+        case .unsigned:
+            let v: UInt64
+            if let u = Self.parseUnsigned(argument) {
+                v = u
+            } else if let negative = Self.parseInteger(argument), negative < 0 {
+                throw FormatError("argument \(index + 1) \"\(argument)\" is out of the range of \(text) (0…\(unsignedMax))")
+            } else {
+                throw FormatError("argument \(index + 1) \"\(argument)\" is not an integer, as \(text) needs")
+            }
+            guard v <= unsignedMax else {
+                throw FormatError("argument \(index + 1) \"\(argument)\" is out of the range of \(text) (0…\(unsignedMax))")
+            }
+            out.append(cString(v))
+        case .float:
+            let trimmed = Self.trim(argument)
+            guard let v = Double(trimmed), v.isFinite else {
+                throw FormatError("argument \(index + 1) \"\(argument)\" is not a number, as \(text) needs")
+            }
+            out.append(cString(v))
+        }
+    }
+
+    static func trim(_ s: String) -> Substring {
+        var sub = Substring(s)
+        while sub.first == " " { sub = sub.dropFirst() }
+        while sub.last == " " { sub = sub.dropLast() }
+        return sub
+    }
+
+    /// An optional sign and decimal digits, surrounding spaces ignored; `nil` otherwise or on overflow.
+    static func parseInteger(_ s: String) -> Int64? {
+        var result: Int64? = nil
+        var s = s
+        s.withUTF8 { u in
+            var i = 0, end = u.count
+            while i < end, u[i] == 0x20 { i += 1 }
+            while end > i, u[end - 1] == 0x20 { end -= 1 }
+            var negative = false
+            if i < end, u[i] == UInt8(ascii: "-") || u[i] == UInt8(ascii: "+") {
+                negative = u[i] == UInt8(ascii: "-")
+                i += 1
+            }
+            guard i < end else { return }
+            var v: Int64 = 0
+            while i < end {
+                let d = u[i] &- 0x30
+                guard d < 10 else { return }
+                let (m, o1) = v.multipliedReportingOverflow(by: 10)
+                let (a, o2) = negative ? m.subtractingReportingOverflow(Int64(d)) : m.addingReportingOverflow(Int64(d))
+                guard !o1, !o2 else { return }
+                v = a
+                i += 1
+            }
+            result = v
+        }
+        return result
+    }
+
+    /// Optional `+` and decimal digits, surrounding spaces ignored; `nil` otherwise, for negatives or on overflow.
+    static func parseUnsigned(_ s: String) -> UInt64? {
+        var sub = trim(s)
+        if sub.first == "+" { sub = sub.dropFirst() }
+        guard !sub.isEmpty, sub.utf8.allSatisfy({ $0 &- 0x30 < 10 }) else { return nil }
+        return UInt64(sub)
+    }
+
+    func cString(_ value: some CVarArg) -> String {
+        // Numbers print in well under 128 bytes unless the width says otherwise.
+        let fast: String? = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 128) { buffer in
+            let n = cFormat.withUnsafeBufferPointer { f in
+                withVaList([value]) { vsnprintf(buffer.baseAddress!, buffer.count, f.baseAddress!, $0) }
+            }
+            guard n >= 0, Int(n) < buffer.count else { return nil }
+            return UnsafeRawBufferPointer(start: buffer.baseAddress!, count: Int(n)).withMemoryRebound(to: UInt8.self) {
+                String(decoding: $0, as: UTF8.self)
+            }
+        }
+        if let fast { return fast }
+        var buffer = [CChar](repeating: 0, count: 128)
+        var n = Int32(0)
+        repeat {
+            buffer = [CChar](repeating: 0, count: max(buffer.count * 2, Int(n) + 1))
+            n = cFormat.withUnsafeBufferPointer { f in
+                withVaList([value]) { vsnprintf(&buffer, buffer.count, f.baseAddress!, $0) }
+            }
+        } while n >= 0 && Int(n) >= buffer.count
+        return String(decoding: buffer.prefix(max(0, Int(n))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
