@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "HeraldTesting", targets: ["HeraldTesting"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .executable(name: "herald", targets: ["herald"]),
+        .plugin(name: "HeraldStringsPlugin", targets: ["HeraldStringsPlugin"]),
+        .plugin(name: "HeraldCheckPlugin", targets: ["HeraldCheckPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -109,6 +111,17 @@ let package = Package(
             name: "HeraldBenchPlugin",
             capability: .command(intent: .custom(verb: "herald-bench", description: "Run Herald's benchmarks in release mode"))
         ),
+        // The tool behind the two plugins below: catalogs to typed keys, worst-case payload sizes (issue 11).
+        // Only the catalog and payload modules, so that packages using the plugins build little.
+        .executableTarget(name: "herald-strings", dependencies: ["HeraldJSON", "HeraldCore", "HeraldLocalization", "HeraldPayload"]),
+        // Build-tool plugin: a target's .strings/.xcstrings become typed keys; a bad catalog fails the build.
+        .plugin(name: "HeraldStringsPlugin", capability: .buildTool(), dependencies: ["herald-strings"]),
+        // `swift package herald-check`: each notification template's worst-case payload size, per language.
+        .plugin(
+            name: "HeraldCheckPlugin",
+            capability: .command(intent: .custom(verb: "herald-check", description: "Check notification templates' worst-case payload sizes")),
+            dependencies: ["herald-strings"]
+        ),
         .testTarget(name: "HeraldJSONTests", dependencies: ["HeraldJSON", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldJSON", "HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldJSON", "HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
@@ -120,6 +133,8 @@ let package = Package(
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
         .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
         .testTarget(name: "HeraldGatewayTests", dependencies: ["HeraldTestSupport", "HeraldGateway", "HeraldTesting", "HeraldKit"]),
+        // herald-strings on its own, and the sample package in examples/PluginSample built once broken and once fixed.
+        .testTarget(name: "HeraldPluginTests", dependencies: ["HeraldTestSupport"]),
     ]
 )
 

@@ -104,16 +104,19 @@ extension JSONOutput {
 
     @inlinable public mutating func bool(_ b: Bool) { b ? raw("true") : raw("false") }
 
-    /// Writes an array of strings.
-    @inlinable public mutating func strings(_ a: [String]) {
+    /// Writes a JSON array, each element with `element`.
+    @inlinable public mutating func array<S: Sequence>(_ items: S, _ element: (inout Self, S.Element) -> Void) {
         byte(UInt8(ascii: "["))
         var first = true
-        for s in a {
+        for e in items {
             separator(&first)
-            string(s)
+            element(&self, e)
         }
         byte(UInt8(ascii: "]"))
     }
+
+    /// Writes an array of strings.
+    @inlinable public mutating func strings(_ a: [String]) { array(a) { $0.string($1) } }
 
     /// Writes any JSON value compactly, keeping object key order.
     @inlinable public mutating func value(_ v: JSONValue) {
@@ -122,14 +125,7 @@ extension JSONOutput {
         case .bool(let b): bool(b)
         case .number(let n): number(n)
         case .string(let s): string(s)
-        case .array(let a):
-            byte(UInt8(ascii: "["))
-            var first = true
-            for e in a {
-                separator(&first)
-                value(e)
-            }
-            byte(UInt8(ascii: "]"))
+        case .array(let a): array(a) { $0.value($1) }
         case .object(let o):
             byte(UInt8(ascii: "{"))
             var first = true

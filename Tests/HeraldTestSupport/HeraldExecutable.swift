@@ -8,18 +8,24 @@ public func repositoryRoot() -> URL {
 
 /// The `herald` executable built next to the tests (`swift test` builds it).
 public func heraldExecutable() throws -> URL {
+    try builtExecutable("herald")
+}
+
+/// One of the package's executables (`herald`, `herald-strings`), built next to the tests.
+public func builtExecutable(_ name: String) throws -> URL {
     let root = repositoryRoot()
-    for candidate in [".build/debug/herald", ".build/release/herald"] {
+    for candidate in [".build/debug/\(name)", ".build/release/\(name)"] {
         let url = root.appendingPathComponent(candidate)
         if FileManager.default.isExecutableFile(atPath: url.path) { return url }
     }
-    throw HeraldExecutableMissing(root: root.path)
+    throw HeraldExecutableMissing(root: root.path, name: name)
 }
 
-/// The tests could not find a built `herald`.
+/// The tests could not find a built executable.
 public struct HeraldExecutableMissing: Error, CustomStringConvertible {
     public let root: String
-    public var description: String { "no herald executable under \(root)/.build; run `swift build` first" }
+    public var name = "herald"
+    public var description: String { "no \(name) executable under \(root)/.build; run `swift build` first" }
 }
 
 /// Runs the built `herald` with `arguments` and returns its exit status, standard output and standard error.

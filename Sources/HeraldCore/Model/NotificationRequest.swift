@@ -67,6 +67,10 @@ public struct LocalizationMode: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The `aps` dictionary: Apple-defined keys.
+///
+/// The keys most requests use are stored inline; the rest (interruption
+/// level, relevance, Live Activity keys…) live in one copy-on-write box shared
+/// by every request that has none of them, so a request stays small to move.
 public struct APS: Sendable, Hashable {
     public var alert: Alert?
     /// Badge number; 0 clears it.
@@ -76,22 +80,39 @@ public struct APS: Sendable, Hashable {
     public var category: String?
     public var contentAvailable: Bool = false
     public var mutableContent: Bool = false
-    public var targetContentID: String?
-    /// `passive`, `active`, `time-sensitive` or `critical`.
-    public var interruptionLevel: String?
-    /// 0…1.
-    public var relevanceScore: Double?
-    public var filterCriteria: String?
-    // Live Activities
-    public var timestamp: Int?
-    public var event: String?
-    public var contentState: JSONValue?
-    public var staleDate: Int?
-    public var dismissalDate: Int?
-    public var attributesType: String?
-    public var attributes: JSONValue?
+    @usableFromInline var more = CopyOnWrite(sharing: Self.none)
+
+    @usableFromInline struct More: Sendable, Hashable {
+        @usableFromInline var targetContentID: String?
+        @usableFromInline var interruptionLevel: String?
+        @usableFromInline var relevanceScore: Double?
+        @usableFromInline var filterCriteria: String?
+        @usableFromInline var timestamp: Int?
+        @usableFromInline var event: String?
+        @usableFromInline var contentState: JSONValue?
+        @usableFromInline var staleDate: Int?
+        @usableFromInline var dismissalDate: Int?
+        @usableFromInline var attributesType: String?
+        @usableFromInline var attributes: JSONValue?
+    }
+    static let none = CopyOnWrite<More>.Storage(More())
 
     public init() {}
+
+    @inlinable public var targetContentID: String? { get { more.value.targetContentID } set { more.value.targetContentID = newValue } }
+    /// `passive`, `active`, `time-sensitive` or `critical`.
+    @inlinable public var interruptionLevel: String? { get { more.value.interruptionLevel } set { more.value.interruptionLevel = newValue } }
+    /// 0…1.
+    @inlinable public var relevanceScore: Double? { get { more.value.relevanceScore } set { more.value.relevanceScore = newValue } }
+    @inlinable public var filterCriteria: String? { get { more.value.filterCriteria } set { more.value.filterCriteria = newValue } }
+    // Live Activities
+    @inlinable public var timestamp: Int? { get { more.value.timestamp } set { more.value.timestamp = newValue } }
+    @inlinable public var event: String? { get { more.value.event } set { more.value.event = newValue } }
+    @inlinable public var contentState: JSONValue? { get { more.value.contentState } set { more.value.contentState = newValue } }
+    @inlinable public var staleDate: Int? { get { more.value.staleDate } set { more.value.staleDate = newValue } }
+    @inlinable public var dismissalDate: Int? { get { more.value.dismissalDate } set { more.value.dismissalDate = newValue } }
+    @inlinable public var attributesType: String? { get { more.value.attributesType } set { more.value.attributesType = newValue } }
+    @inlinable public var attributes: JSONValue? { get { more.value.attributes } set { more.value.attributes = newValue } }
 }
 
 /// The alert: a plain body, or a dictionary of text and localization keys.

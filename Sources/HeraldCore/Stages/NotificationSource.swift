@@ -36,7 +36,7 @@ public final class SourceSink {
     public var emitted: UInt64 { nextSequence }
 
     /// Emits one request. Suspends while the pipeline is full.
-    public func emit(_ request: NotificationRequest, line: Int? = nil) async {
+    nonisolated(nonsending) public func emit(_ request: NotificationRequest, line: Int? = nil) async {
         pending.append(Envelope(sequence: nextSequence, line: line, request: request))
         nextSequence += 1
         if pending.count >= batchSize { await flush() }
@@ -44,7 +44,7 @@ public final class SourceSink {
 
     /// Reports input that could not become a request: it ends as `dropped`
     /// with `reason`, which should name where it was (the runtime adds the line).
-    public func emitInvalid(line: Int?, reason: String, id: UInt32? = nil, token: DeviceToken? = nil) async {
+    nonisolated(nonsending) public func emitInvalid(line: Int?, reason: String, id: UInt32? = nil, token: DeviceToken? = nil) async {
         await flush()
         let sequence = nextSequence
         nextSequence += 1
@@ -54,7 +54,7 @@ public final class SourceSink {
     }
 
     /// Hands the partial batch to the pipeline.
-    public func flush() async {
+    nonisolated(nonsending) public func flush() async {
         guard !pending.isEmpty else { return }
         let batch = pending
         pending.removeAll(keepingCapacity: true)
