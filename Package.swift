@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "HeraldRecorder", targets: ["HeraldRecorder"]),
         .library(name: "HeraldOpenSSL", targets: ["HeraldOpenSSL"]),
         .library(name: "HeraldGateway", targets: ["HeraldGateway"]),
+        .library(name: "HeraldHTTP2", targets: ["HeraldHTTP2"]),
         .library(name: "HeraldTesting", targets: ["HeraldTesting"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .executable(name: "herald", targets: ["herald"]),
@@ -25,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
@@ -71,6 +73,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
+        ),
+        // The HTTP/2 provider API (issue 13): requests and headers, answers and what they mean, provider tokens (ES256 JWT).
+        .target(
+            name: "HeraldHTTP2",
+            dependencies: ["HeraldJSON", "HeraldCore", "HeraldPayload", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // For tests, ours and embedders': the simulator over TLS, throwaway certificates, outcome collectors.
         .target(
@@ -132,6 +139,10 @@ let package = Package(
         .testTarget(name: "HeraldKitTests", dependencies: ["HeraldTestSupport", "HeraldJSON", "HeraldKit"]),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
         .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
+        .testTarget(
+            name: "HeraldHTTP2Tests",
+            dependencies: ["HeraldTestSupport", "HeraldHTTP2", "HeraldJSON", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         .testTarget(name: "HeraldGatewayTests", dependencies: ["HeraldTestSupport", "HeraldGateway", "HeraldTesting", "HeraldKit"]),
         // herald-strings on its own, and the sample package in examples/PluginSample built once broken and once fixed.
         .testTarget(name: "HeraldPluginTests", dependencies: ["HeraldTestSupport"]),

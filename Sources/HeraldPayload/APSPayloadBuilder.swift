@@ -152,6 +152,8 @@ public struct APSPayloadBuilder: PayloadBuilder {
         if let n = aps.dismissalDate { w.separator(&first); w.raw("\"dismissal-date\":"); w.int(n) }
         if let s = aps.attributesType { w.separator(&first); w.raw("\"attributes-type\":"); w.string(s) }
         if let v = aps.attributes { w.separator(&first); w.raw("\"attributes\":"); w.value(v) }
+        if aps.inputPushToken { w.separator(&first); w.raw("\"input-push-token\":1") }
+        if let s = aps.inputPushChannel { w.separator(&first); w.raw("\"input-push-channel\":"); w.string(s) }
         w.byte(UInt8(ascii: "}"))
         for (k, v) in request.custom {
             w.byte(UInt8(ascii: ","))
@@ -192,6 +194,7 @@ public enum APSKey {
         "alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
         "target-content-id", "interruption-level", "relevance-score", "filter-criteria",
         "timestamp", "event", "content-state", "stale-date", "dismissal-date", "attributes-type", "attributes",
+        "input-push-token", "input-push-channel",
     ]
     /// Keys of the `alert` dictionary.
     public static let alertOrder: [String] = [

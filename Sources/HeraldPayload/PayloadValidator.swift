@@ -47,6 +47,7 @@ public enum PayloadValidator {
     static func validateLiveActivity(_ aps: APS, context: String) throws(StageFailure) {
         guard aps.event != nil || aps.timestamp != nil || aps.contentState != nil || aps.staleDate != nil
             || aps.dismissalDate != nil || aps.attributesType != nil || aps.attributes != nil
+            || aps.inputPushToken || aps.inputPushChannel != nil
         else { return }  // not a Live Activity push
         func seconds(_ value: Int?, _ name: String) throws(StageFailure) {
             if let value, value < 0 { throw StageFailure("\"\(context)\(name)\" must be UNIX seconds (0 or more), got \(value)") }
@@ -64,7 +65,8 @@ public enum PayloadValidator {
             let present = [
                 aps.contentState != nil ? "content-state" : nil, aps.staleDate != nil ? "stale-date" : nil,
                 aps.dismissalDate != nil ? "dismissal-date" : nil, aps.attributesType != nil ? "attributes-type" : nil,
-                aps.attributes != nil ? "attributes" : nil,
+                aps.attributes != nil ? "attributes" : nil, aps.inputPushToken ? "input-push-token" : nil,
+                aps.inputPushChannel != nil ? "input-push-channel" : nil,
             ].compactMap { $0 }
             if let first = present.first {
                 throw StageFailure("\"\(context)\(first)\" is a Live Activity key and needs \"event\" (start, update or end)")
@@ -81,6 +83,12 @@ public enum PayloadValidator {
         }
         if event != "start" && (aps.attributesType != nil || aps.attributes != nil) {
             throw StageFailure("\"\(context)attributes\" and \"attributes-type\" go only with event start")
+        }
+        if event != "start" && (aps.inputPushToken || aps.inputPushChannel != nil) {
+            throw StageFailure("\"\(context)\(aps.inputPushToken ? "input-push-token" : "input-push-channel")\" goes only with event start")
+        }
+        if aps.inputPushToken && aps.inputPushChannel != nil {
+            throw StageFailure("\"\(context)input-push-token\" and \"input-push-channel\" cannot be combined")
         }
     }
 

@@ -42,6 +42,12 @@ struct PayloadBuilderTests {
         (#"{"event":"start","timestamp":1,"content-state":{"a":1},"attributes":{"team":"X"},"attributes-type":"MatchAttributes","alert":{"title":"Kick-off","body":"X vs Y"}}"#,
          #"{"aps":{"alert":{"title":"Kick-off","body":"X vs Y"},"timestamp":1,"event":"start","content-state":{"a":1},"attributes-type":"MatchAttributes","attributes":{"team":"X"}}}"#),
         (#"{"event":"end","timestamp":2,"dismissal-date":3}"#, #"{"aps":{"timestamp":2,"event":"end","dismissal-date":3}}"#),
+        (#"{"event":"start","timestamp":1,"content-state":{},"attributes-type":"A","attributes":{},"input-push-token":1}"#,
+         #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{},"input-push-token":1}}"#),
+        (#"{"event":"start","timestamp":1,"content-state":{},"attributes-type":"A","attributes":{},"input-push-channel":"ch-1"}"#,
+         #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{},"input-push-channel":"ch-1"}}"#),
+        // HTTP/2 headers are not payload.
+        (#"{"alert":"a","push-type":"alert","collapse-id":"c-1","apns-id":"7c1e6f0a-1b2c-4d3e-8f40-5a6b7c8d9e0f"}"#, #"{"aps":{"alert":"a"}}"#),
         // Everything at once: the whole order.
         (#"{"filter-criteria":"f","relevance-score":0.5,"interruption-level":"passive","target-content-id":"t","mutable-content":1,"content-available":1,"category":"c","thread-id":"th","sound":"s","badge":1,"alert":"a"}"#,
          #"{"aps":{"alert":"a","badge":1,"sound":"s","thread-id":"th","category":"c","content-available":1,"mutable-content":1,"target-content-id":"t","interruption-level":"passive","relevance-score":0.5,"filter-criteria":"f"}}"#),
@@ -120,6 +126,8 @@ struct PayloadBuilderTests {
         (#"{"event":"start","timestamp":1,"content-state":{}}"#, "start needs \"attributes-type\" and \"attributes\""),
         (#"{"event":"update","timestamp":1,"content-state":{},"attributes-type":"A","attributes":{}}"#, "go only with event start"),
         (#"{"event":"end","timestamp":-5}"#, "\"aps.timestamp\" must be UNIX seconds"),
+        (#"{"event":"update","timestamp":1,"content-state":{},"input-push-token":1}"#, "\"aps.input-push-token\" goes only with event start"),
+        (#"{"event":"start","timestamp":1,"content-state":{},"attributes-type":"A","attributes":{},"input-push-token":1,"input-push-channel":"c"}"#, "cannot be combined"),
         (#"{"content-available":1,"priority":10}"#, "cannot have priority 10"),
         // The raw form.
         (#"{"payload":{"acme":1}}"#, "has no \"aps\" dictionary"),

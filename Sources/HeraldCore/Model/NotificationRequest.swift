@@ -26,6 +26,12 @@ public struct NotificationRequest: Sendable, Hashable {
     public var priority: Priority?
     /// The localization mode for this request; `nil` uses the configured mode.
     public var localization: LocalizationMode?
+    /// HTTP/2 only: `apns-push-type`; `nil` lets the transport infer it from the payload.
+    public var pushType: PushType?
+    /// HTTP/2 only: `apns-collapse-id`, at most 64 bytes.
+    public var collapseID: String?
+    /// HTTP/2 only: `apns-id`, a canonical UUID; `nil` lets the transport make one.
+    public var apnsID: String?
 
     public init(
         token: DeviceToken, aps: APS = APS(), custom: JSONObject = JSONObject(), id: UInt32? = nil,
@@ -94,6 +100,8 @@ public struct APS: Sendable, Hashable {
         @usableFromInline var dismissalDate: Int?
         @usableFromInline var attributesType: String?
         @usableFromInline var attributes: JSONValue?
+        @usableFromInline var inputPushToken = false
+        @usableFromInline var inputPushChannel: String?
     }
     static let none = CopyOnWrite<More>.Storage(More())
 
@@ -113,6 +121,10 @@ public struct APS: Sendable, Hashable {
     @inlinable public var dismissalDate: Int? { get { more.value.dismissalDate } set { more.value.dismissalDate = newValue } }
     @inlinable public var attributesType: String? { get { more.value.attributesType } set { more.value.attributesType = newValue } }
     @inlinable public var attributes: JSONValue? { get { more.value.attributes } set { more.value.attributes = newValue } }
+    /// A Live Activity start asks the device for an update token (`"input-push-token": 1`).
+    @inlinable public var inputPushToken: Bool { get { more.value.inputPushToken } set { more.value.inputPushToken = newValue } }
+    /// A Live Activity start subscribes to a broadcast channel.
+    @inlinable public var inputPushChannel: String? { get { more.value.inputPushChannel } set { more.value.inputPushChannel = newValue } }
 }
 
 /// The alert: a plain body, or a dictionary of text and localization keys.

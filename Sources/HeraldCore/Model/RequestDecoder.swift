@@ -48,6 +48,20 @@ public struct RequestDecoder: Sendable {
                 guard m == "server" || m == "client" else { throw RequestError("\"\(key)\" must be \"server\" or \"client\"") }
                 r.localization = LocalizationMode(rawValue: m)
             case "payload": r.rawPayload = v
+            case "push-type":
+                let t = PushType(rawValue: try string(v, key))
+                guard PushType.known.contains(t) else {
+                    throw RequestError("\"push-type\" must be one of \(PushType.known.map(\.rawValue).joined(separator: ", "))")
+                }
+                r.pushType = t
+            case "collapse-id":
+                let c = try string(v, key)
+                guard c.utf8.count <= 64 else { throw RequestError("\"collapse-id\" is \(c.utf8.count) bytes; at most 64") }
+                r.collapseID = c
+            case "apns-id":
+                let u = try string(v, key)
+                guard Self.isCanonicalUUID(u) else { throw RequestError("\"apns-id\" must be a UUID (8-4-4-4-12 hex digits)") }
+                r.apnsID = u
             case "custom":
                 guard case .object(let c) = v else { throw RequestError("\"custom\" must be an object") }
                 r.custom = c
@@ -59,7 +73,7 @@ public struct RequestDecoder: Sendable {
             }
         }
         if r.rawPayload != nil {
-            let structured = o.keys.filter { !["token", "id", "topic", "language", "expiry", "priority", "payload"].contains($0) }
+            let structured = o.keys.filter { !["token", "id", "topic", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id"].contains($0) }
             if !structured.isEmpty {
                 throw RequestError("\"payload\" (raw form) cannot be combined with \(structured.map { "\"\($0)\"" }.joined(separator: ", "))")
             }
@@ -117,8 +131,24 @@ public struct RequestDecoder: Sendable {
         case "dismissal-date": aps.dismissalDate = try int(v, name)
         case "attributes-type": aps.attributesType = try string(v, name)
         case "attributes": aps.attributes = v
+        case "input-push-token": aps.inputPushToken = try flag(v, name)
+        case "input-push-channel": aps.inputPushChannel = try string(v, name)
         default: throw RequestError("unknown key \"\(name)\"")
         }
+    }
+
+    /// Whether `s` is a UUID in its canonical text form (either case).
+    static func isCanonicalUUID(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        guard u.count == 36 else { return false }
+        for (i, c) in u.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if c != UInt8(ascii: "-") { return false }
+            } else if Hex.nibble(c) == nil {
+                return false
+            }
+        }
+        return true
     }
 
     func decodeAlert(_ a: JSONObject, name: String) throws(RequestError) -> Alert {

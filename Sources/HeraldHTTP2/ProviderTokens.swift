@@ -1,0 +1,90 @@
+/// When to sign a new provider token. APNs refuses a token older than an hour
+/// (`ExpiredProviderToken`) and one re-signed within 20 minutes of the last
+/// (`TooManyProviderTokenUpdates`), so a token is signed once and shared by
+/// every connection until `refreshAfter`.
+public struct ProviderTokenPolicy: Sendable, Hashable {
+    /// Age at which the next request gets a new token: 20 to 59 minutes.
+    public var refreshAfter: Duration = .seconds(40 * 60)
+    /// After `TooManyProviderTokenUpdates`: how long to sign nothing.
+    public var holdAfterTooManyUpdates: Duration = .seconds(20 * 60)
+
+    public init() {}
+
+    /// The range `refreshAfter` must fall in.
+    public static let refreshRange: ClosedRange<Duration> = .seconds(20 * 60) ... .seconds(59 * 60)
+}
+
+/// The one provider token of a team: which token a request carries, when to
+/// sign the next, and what to do when APNs calls a token expired or refuses a
+/// new one. Events in (a request needs a token, an answer about a token),
+/// decisions out; the caller supplies the time (UNIX seconds), so the rules are
+/// tested without a clock. Share one per team across every connection.
+public struct ProviderTokens: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let key: ProviderTokenKey
+    public let policy: ProviderTokenPolicy
+    /// The token now in use and when it was issued.
+    public private(set) var current: (token: String, issuedAt: Int64)?
+    /// How many tokens have been signed.
+    public private(set) var signed = 0
+    /// Signing is held until then (after `TooManyProviderTokenUpdates`).
+    public private(set) var heldUntil: Int64?
+    /// The current token was signed because APNs called the one before it expired.
+    var currentAnswersExpiry = false
+
+    public init(key: ProviderTokenKey, policy: ProviderTokenPolicy = ProviderTokenPolicy()) {
+        self.key = key
+        self.policy = policy
+    }
+
+    /// The token for a request sent at `now`: the current one, or a new one
+    /// when there is none or it has reached `refreshAfter` (unless signing is held).
+    public mutating func token(now: Int64) throws(ProviderTokenError) -> String {
+        if let current, now - current.issuedAt < Int64(policy.refreshAfter.components.seconds) || isHeld(now) {
+            return current.token
+        }
+        return try sign(now: now, answeringExpiry: false)
+    }
+
+    /// What to do with a request APNs answered `ExpiredProviderToken` for,
+    /// sent with `token`: resend it (with a token signed now, once per token),
+    /// resend it once signing may resume, or fail it (a token signed just now
+    /// called expired: the clock is wrong, and signing again would not help).
+    public mutating func expired(_ token: String, now: Int64) throws(ProviderTokenError) -> ExpiredAction {
+        guard let current, current.token == token else { return .resend }  // already replaced
+        if currentAnswersExpiry {
+            return .fail("APNs calls a provider token signed at \(current.issuedAt) expired at \(now): check this machine's clock")
+        }
+        if let heldUntil, now < heldUntil { return .resendAt(heldUntil) }
+        _ = try sign(now: now, answeringExpiry: true)
+        return .resend
+    }
+
+    /// APNs answered `TooManyProviderTokenUpdates`: sign nothing for a while.
+    public mutating func tooManyUpdates(now: Int64) {
+        heldUntil = now + Int64(policy.holdAfterTooManyUpdates.components.seconds)
+    }
+
+    /// Says when the token was issued; never shows it (a JWT is a credential).
+    public var description: String {
+        "provider tokens for \(key): \(signed) signed" + (current.map { ", current issued at \($0.issuedAt)" } ?? "")
+    }
+    public var debugDescription: String { description }
+
+    func isHeld(_ now: Int64) -> Bool { heldUntil.map { now < $0 } ?? false }
+
+    mutating func sign(now: Int64, answeringExpiry: Bool) throws(ProviderTokenError) -> String {
+        let token = try key.sign(issuedAt: now)
+        current = (token, now)
+        currentAnswersExpiry = answeringExpiry
+        signed += 1
+        return token
+    }
+
+    /// What to do after `ExpiredProviderToken`.
+    public enum ExpiredAction: Sendable, Equatable {
+        case resend
+        /// Signing is held until then (UNIX seconds).
+        case resendAt(Int64)
+        case fail(String)
+    }
+}
