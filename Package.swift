@@ -77,7 +77,10 @@ let package = Package(
         // The HTTP/2 provider API (issue 13): requests and headers, answers and what they mean, provider tokens (ES256 JWT).
         .target(
             name: "HeraldHTTP2",
-            dependencies: ["HeraldJSON", "HeraldCore", "HeraldPayload", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "HeraldJSON", "HeraldCore", "HeraldPayload", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
         ),
         // For tests, ours and embedders': the simulator over TLS, throwaway certificates, outcome collectors.
         .target(

@@ -188,3 +188,71 @@ void cherald_ctx_enable_server_resumption(SSL_CTX *ctx, const char *id_context) 
     SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
     SSL_CTX_set_num_tickets(ctx, 1);
 }
+
+/* Server side ALPN: the server's list (wire format), kept in the context's ex_data
+ * so that it lives exactly as long as the context. */
+struct cherald_alpn {
+    int require;
+    unsigned int length;
+    unsigned char protocols[];
+};
+
+static int cherald_alpn_index = -1;
+static pthread_once_t cherald_alpn_once = PTHREAD_ONCE_INIT;
+
+static void cherald_alpn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
+    (void)parent; (void)ad; (void)idx; (void)argl; (void)argp;
+    free(ptr);
+}
+
+static void cherald_alpn_init(void) {
+    cherald_alpn_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, cherald_alpn_free);
+}
+
+/* Whether the wire-format list `list` contains the name `name` (`name_length` bytes). */
+static int cherald_alpn_contains(const unsigned char *list, unsigned int length, const unsigned char *name, unsigned int name_length) {
+    unsigned int i = 0;
+    while (i < length) {
+        unsigned int n = list[i];
+        if (n == 0 || i + 1 + n > length) return 0; /* malformed: treat as no match */
+        if (n == name_length && memcmp(list + i + 1, name, n) == 0) return 1;
+        i += 1 + n;
+    }
+    return 0;
+}
+
+static int cherald_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                               const unsigned char *in, unsigned int inlen, void *arg) {
+    (void)arg;
+    const struct cherald_alpn *alpn = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), cherald_alpn_index);
+    if (alpn == NULL) return SSL_TLSEXT_ERR_NOACK;
+    /* The server's preference decides: the first of its names the client offers. */
+    unsigned int i = 0;
+    while (i < alpn->length) {
+        unsigned int n = alpn->protocols[i];
+        if (cherald_alpn_contains(in, inlen, alpn->protocols + i + 1, n)) {
+            *out = alpn->protocols + i + 1; /* OpenSSL copies it */
+            *outlen = (unsigned char)n;
+            return SSL_TLSEXT_ERR_OK;
+        }
+        i += 1 + n;
+    }
+    return alpn->require ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK;
+}
+
+int cherald_ctx_set_alpn_server(SSL_CTX *ctx, const unsigned char *protocols, unsigned int length, int require) {
+    pthread_once(&cherald_alpn_once, cherald_alpn_init);
+    if (cherald_alpn_index < 0) return 0;
+    struct cherald_alpn *alpn = malloc(sizeof *alpn + length);
+    if (alpn == NULL) return 0;
+    alpn->require = require;
+    alpn->length = length;
+    memcpy(alpn->protocols, protocols, length);
+    if (!SSL_CTX_set_ex_data(ctx, cherald_alpn_index, alpn)) {
+        free(alpn);
+        return 0;
+    }
+    /* With SSL_TLSEXT_ERR_ALERT_FATAL, OpenSSL sends no_application_protocol. */
+    SSL_CTX_set_alpn_select_cb(ctx, cherald_alpn_select, NULL);
+    return 1;
+}

@@ -25,7 +25,7 @@ public struct ErrorResponse: Sendable, Hashable, CustomStringConvertible {
     public var bytes: [UInt8] {
         var b = [UInt8](repeating: 0, count: 6)
         b[0] = Self.command
-        b[1] = status.rawValue
+        b[1] = status.byte
         b[2] = UInt8(truncatingIfNeeded: identifier >> 24)
         b[3] = UInt8(truncatingIfNeeded: identifier >> 16)
         b[4] = UInt8(truncatingIfNeeded: identifier >> 8)

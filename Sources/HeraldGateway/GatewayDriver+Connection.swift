@@ -171,7 +171,7 @@ final class GatewayChannelHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted(let version, _, _, let resumed) = event as? TLSEvent {
+        if case .handshakeCompleted(let version, _, _, let resumed, _) = event as? TLSEvent {
             if connection == Self.spare {
                 driver.spareReady(self, resumed: resumed)
             } else {

@@ -74,13 +74,15 @@ public final class OutcomeWriter: OutcomeObserver {
         w.string(r.outcome.kind.rawValue)
         switch r.outcome {
         case .rejected(let s):
-            w.raw(",\"status\":"); w.int(Int(s.rawValue))
+            w.raw(",\"status\":"); w.int(s.rawValue)
             w.raw(",\"reason\":"); w.string(s.description)
         case .dropped(let reason), .failed(let reason):
             w.raw(",\"reason\":"); w.string(reason.message)
             if reason.code != .unspecified { w.raw(",\"code\":"); w.string(reason.code.name) }
         case .accepted, .suppressed: break
         }
+        if let a = r.apnsID { w.raw(",\"apnsId\":"); w.string(a) }
+        if let u = r.apnsUniqueID { w.raw(",\"apnsUniqueId\":"); w.string(u) }
         w.byte(UInt8(ascii: "}"))
     }
 

@@ -3,15 +3,6 @@ import COpenSSL
 import HeraldCore
 import NIOCore
 
-/// Events the TLS handler sends up the pipeline.
-public enum TLSEvent: Sendable, Hashable {
-    /// The handshake finished: application data may flow. `serverName` is the
-    /// name the client asked for (SNI): on the server side, what the client
-    /// sent; on the client side, what we sent.
-    /// `resumed`: an earlier session was resumed (no certificates exchanged).
-    case handshakeCompleted(protocolVersion: String, cipher: String, serverName: String?, resumed: Bool)
-}
-
 /// TLS on OpenSSL for a SwiftNIO channel: ciphertext goes between the socket
 /// and two memory BIOs, so OpenSSL never touches a socket and no thread ever
 /// blocks; all work happens on the channel's event loop.
@@ -19,9 +10,11 @@ public enum TLSEvent: Sendable, Hashable {
 /// Put it first in the pipeline. Inbound it turns ciphertext into plaintext
 /// `ByteBuffer`s; outbound it encrypts what is written (writes made before the
 /// handshake completes are held, then sent). When the handshake completes it
-/// fires ``TLSEvent/handshakeCompleted(protocolVersion:cipher:serverName:resumed:)``; when it
-/// fails, or the peer breaks the protocol, it fires a ``TLSError`` through
-/// `errorCaught` and closes the channel.
+/// fires ``TLSEvent/handshakeCompleted(protocolVersion:cipher:serverName:resumed:applicationProtocol:)``;
+/// when it fails, or the peer breaks the protocol, it fires a ``TLSError``
+/// through `errorCaught` and closes the channel. A client that requires ALPN
+/// (``TLSConfiguration/requireApplicationProtocol``) and gets no protocol back
+/// fails the handshake that way, after a close_notify, instead of firing the event.
 public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = ByteBuffer
     public typealias InboundOut = ByteBuffer
@@ -108,6 +101,14 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
         let rc = SSL_do_handshake(ssl)
         flushNetwork(context: context)
         if rc == 1 {
+            let alpn = selectedApplicationProtocol
+            if let refusal = missingApplicationProtocol(alpn) {
+                OpenSSLErrors.clear()
+                _ = SSL_shutdown(ssl)  // a close_notify, so the server sees us leave on purpose
+                OpenSSLErrors.clear()
+                fail(context: context, refusal)
+                return
+            }
             state = .active
             handshakeTimer?.cancel()
             handshakeTimer = nil
@@ -116,7 +117,8 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
             let sni = cherald_get_servername(ssl).map { String(cString: $0) }
             let resumed = SSL_session_reused(ssl) == 1
             context.fireUserInboundEventTriggered(
-                TLSEvent.handshakeCompleted(protocolVersion: version, cipher: cipher, serverName: sni, resumed: resumed))
+                TLSEvent.handshakeCompleted(
+                    protocolVersion: version, cipher: cipher, serverName: sni, resumed: resumed, applicationProtocol: alpn))
             if state == .active && !pendingWrites.isEmpty && flushPending { encryptPending(context: context) }
             if state == .active { readApplicationData(context: context) }
             return
@@ -343,6 +345,7 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
             let why = String(cString: X509_verify_cert_error_string(verify))
             return TLSError(.unknownCA, "refused the client's certificate: \(why) (trusted: \(trust))", detail: detail)
         }
+        if let refusal = describeApplicationProtocolFailure(reasons, detail: detail) { return refusal }
         if reasons.contains(1116 /* TLSV13_ALERT_CERTIFICATE_REQUIRED */) || reasons.contains(199 /* PEER_DID_NOT_RETURN_A_CERTIFICATE */) {
             return isClient
                 ? TLSError(.missingPeerCertificate, "\(host) requires a client certificate and refused the connection without one (ours: \(ours))", detail: detail)

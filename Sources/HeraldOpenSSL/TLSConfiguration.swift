@@ -171,6 +171,32 @@ public struct TLSConfiguration: Sendable, Hashable {
     /// each error response several times cheaper (the binary gateway never
     /// spoke 1.3); 1.3 by default.
     public var maximumVersion: TLSVersion = .tls13
+    /// Application protocols to negotiate with ALPN (RFC 7301), most preferred
+    /// first: `["h2"]` for APNs' HTTP/2 interface. Empty (the default): no ALPN
+    /// at all, the handshake is as before. Each name is 1 to 255 bytes of UTF-8.
+    ///
+    /// Client: the list is offered in the ClientHello. Server: the first name of
+    /// *this* list that the client offers is selected (the server's preference
+    /// decides); a client that offers no ALPN at all is accepted, without a
+    /// protocol. Either way the result is
+    /// ``TLSEvent/handshakeCompleted(protocolVersion:cipher:serverName:resumed:applicationProtocol:)``'s
+    /// `applicationProtocol`.
+    public var applicationProtocols: [String] = []
+    /// What happens when ALPN finds no common protocol; only matters when
+    /// ``applicationProtocols`` is not empty. On by default, as APNs (which
+    /// speaks nothing but `h2`) wants it.
+    ///
+    /// Client: the handshake fails with a ``TLSError`` of code
+    /// ``TLSError/Code/noApplicationProtocol`` ("the server … did not agree to
+    /// h2 (ALPN)") when the server selects none of our protocols, or refuses
+    /// them with the `no_application_protocol` alert. Off: the connection goes
+    /// on with `applicationProtocol` nil, and the caller decides.
+    ///
+    /// Server: a client that offers ALPN but none of our protocols is refused
+    /// with the fatal `no_application_protocol` alert (RFC 7301 §3.2). Off: the
+    /// handshake goes on without ALPN. A client that offers no ALPN is accepted
+    /// in both cases.
+    public var requireApplicationProtocol = true
 
     public init(
         role: Role, identity: TLSIdentity? = nil, trust: TLSTrust = .system, verifyPeer: Bool = true,

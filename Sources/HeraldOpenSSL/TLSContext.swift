@@ -55,6 +55,7 @@ public final class TLSContext: @unchecked Sendable {
             }
             try loadTrust(configuration, into: ctx)
             configureRole(configuration, ctx)
+            try configureApplicationProtocols(configuration, ctx)
             return (ctx, subject)
         } catch {
             SSL_CTX_free(ctx)

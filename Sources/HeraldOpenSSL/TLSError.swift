@@ -30,6 +30,9 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let handshakeRefused = Code("handshake refused")
         /// The peer did not present a certificate where one is required.
         public static let missingPeerCertificate = Code("missing peer certificate")
+        /// No common application protocol (ALPN): the peer did not agree to ours,
+        /// or (server) the client offered none of them. See ``TLSConfiguration/requireApplicationProtocol``.
+        public static let noApplicationProtocol = Code("no application protocol")
         /// The handshake did not finish in time.
         public static let handshakeTimeout = Code("handshake timed out")
         /// The connection closed during the handshake.

@@ -202,7 +202,7 @@ public final class GatewayConnection: Sendable {
             try c.decoder.read(input) { view in
                 var device: DeviceState?
                 if let status = validate(view, limit: limit, sim: &sim, device: &device) {
-                    sim.counters.rejected[status.rawValue, default: 0] += 1
+                    sim.counters.rejected[status.byte, default: 0] += 1
                     stop = view.command == 0 ? .silentClose : .respond(status, view.identifier ?? 0)
                     return false
                 }
@@ -224,7 +224,7 @@ public final class GatewayConnection: Sendable {
             }
         } catch {
             let status: Status = error.code == .unknownCommand ? .unknown : .processingError
-            sim.counters.rejected[status.rawValue, default: 0] += 1
+            sim.counters.rejected[status.byte, default: 0] += 1
             stop = .respond(status, error.identifier ?? 0)
         }
 

@@ -165,7 +165,7 @@ import Testing
         #expect(r.bytes == [8, code, 1, 2, 3, 4])
         let decoded = try decodeAll(ErrorResponseParser.self, chunks: [r.bytes])
         #expect(decoded == [r])
-        #expect(decoded[0].status.rawValue == code)
+        #expect(decoded[0].status.byte == code)
     }
 
     @Test func errorResponsesSplitAndBatched() throws {

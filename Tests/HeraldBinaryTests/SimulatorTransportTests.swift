@@ -68,7 +68,7 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         #expect(r.delivered == seq(1000))
         // Each batch of 100 is confirmed by a probe (answered with status 4), then the next connection starts.
         #expect(r.transport.connections == 10 && r.transport.probes == 10 && r.transport.resent == 0)
-        #expect(sim.counters.rejected[Status.missingPayload.rawValue] == 10)
+        #expect(sim.counters.rejected[Status.missingPayload.byte] == 10)
         // Per-connection identifiers, from 1, regardless of the request ids.
         let expected: [UInt32?] = (0..<1000).map { (i: Int) -> UInt32? in UInt32(i % 100 + 1) }
         if format != .simple { #expect(sim.deliveries.map(\.identifier) == expected) }

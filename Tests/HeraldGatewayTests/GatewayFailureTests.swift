@@ -239,7 +239,7 @@ struct DrainTests {
         let (snapshot, _, stats, seconds) = try await sendThrough(config, count: 500)
         #expect(snapshot.isBalanced && snapshot.accepted == 500)
         #expect(stats.probes == 1 && stats.errorResponses == 1 && stats.resent == 0)
-        #expect(server.simulator.counters.rejected[Status.missingPayload.rawValue] == 1)
+        #expect(server.simulator.counters.rejected[Status.missingPayload.byte] == 1)
         // Frames are batched: 500 frames of about 80 bytes go in one write.
         #expect(stats.writes == 1 && stats.connections == 1)
         #expect(seconds < 5)

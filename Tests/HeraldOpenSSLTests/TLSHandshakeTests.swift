@@ -43,10 +43,10 @@ struct TLSHandshakeTests {
         // The server saw SNI for the host name (not for the IP address, as RFC 6066 says), over TLS 1.3.
         let events = server.events.completed.withLock { $0 }
         #expect(events.count == 2)
-        #expect(events.contains { if case .handshakeCompleted("TLSv1.3", _, "localhost", _) = $0 { true } else { false } })
-        #expect(events.contains { if case .handshakeCompleted("TLSv1.3", _, nil, _) = $0 { true } else { false } })
+        #expect(events.contains { if case .handshakeCompleted("TLSv1.3", _, "localhost", _, nil) = $0 { true } else { false } })
+        #expect(events.contains { if case .handshakeCompleted("TLSv1.3", _, nil, _, nil) = $0 { true } else { false } })
         // The first handshake was full; the next one resumed the session (no certificates exchanged).
-        #expect(events.map { if case .handshakeCompleted(_, _, _, let r) = $0 { r } else { false } } == [false, true])
+        #expect(events.map { if case .handshakeCompleted(_, _, _, let r, _) = $0 { r } else { false } } == [false, true])
     }
 
     @Test("encrypted PEM key with the passphrase from a file or the environment")

@@ -64,27 +64,35 @@ struct EchoServer {
     func stop() async { try? await channel.close() }
 }
 
+/// What the client side of a test got: the echo, and its own handshake event.
+struct Echoed {
+    var bytes: [UInt8]
+    var event: TLSEvent?
+}
+
 /// The client side of a test: completes with the echoed bytes or the first error.
 final class ClientProbe: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     let expected: Int
     var received: [UInt8] = []
-    let result: EventLoopPromise<[UInt8]>
+    var event: TLSEvent?
+    let result: EventLoopPromise<Echoed>
     let message: [UInt8]
-    init(message: [UInt8], result: EventLoopPromise<[UInt8]>) {
+    init(message: [UInt8], result: EventLoopPromise<Echoed>) {
         self.message = message
         self.expected = message.count
         self.result = result
     }
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is TLSEvent {
+        if let event = event as? TLSEvent {
+            self.event = event
             context.writeAndFlush(NIOAny(ByteBuffer(bytes: message)), promise: nil)
         }
     }
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var b = unwrapInboundIn(data)
         received += b.readBytes(length: b.readableBytes) ?? []
-        if received.count >= expected { result.succeed(received); context.close(promise: nil) }
+        if received.count >= expected { result.succeed(Echoed(bytes: received, event: event)); context.close(promise: nil) }
     }
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         result.fail(error)
@@ -97,8 +105,13 @@ final class ClientProbe: ChannelInboundHandler {
 
 /// Connects with `context`, sends `message`, returns the echo (or throws the TLS error).
 func echo(_ message: [UInt8], port: Int, context: TLSContext, serverName: String?, host: String = "127.0.0.1") async throws -> [UInt8] {
+    try await exchange(message, port: port, context: context, serverName: serverName, host: host).bytes
+}
+
+/// Connects with `context`, sends `message`, returns the echo and the client's handshake event (or throws the TLS error).
+func exchange(_ message: [UInt8], port: Int, context: TLSContext, serverName: String?, host: String = "127.0.0.1") async throws -> Echoed {
     let loop = MultiThreadedEventLoopGroup.singleton.next()
-    let result = loop.makePromise(of: [UInt8].self)
+    let result = loop.makePromise(of: Echoed.self)
     _ = try await ClientBootstrap(group: loop)
         .channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {

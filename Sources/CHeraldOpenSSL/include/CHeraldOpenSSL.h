@@ -72,4 +72,11 @@ void cherald_ssl_offer_session(SSL *ssl);
 /// Server side: issue one stateless session ticket per handshake so clients can
 /// resume; `id_context` names the service (required with client certificates).
 void cherald_ctx_enable_server_resumption(SSL_CTX *ctx, const char *id_context);
+/// Server side ALPN: `protocols` is the server's list in wire format (each name
+/// preceded by its length byte), in order of preference; the context keeps a copy.
+/// A client's offer selects the first of the server's names it contains. When the
+/// client offers ALPN but none of them: with `require` != 0 the handshake fails with
+/// the fatal no_application_protocol alert (RFC 7301), otherwise it goes on without
+/// ALPN. A client that offers no ALPN is not affected. Returns 1 on success.
+int cherald_ctx_set_alpn_server(SSL_CTX *ctx, const unsigned char *protocols, unsigned int length, int require);
 #endif

@@ -58,12 +58,21 @@ public struct OutcomeRecord: Sendable, Hashable {
     public var id: UInt32?
     public var token: DeviceToken?
     public var outcome: Outcome
+    /// HTTP/2: the `apns-id` APNs answered with (the request's own, echoed).
+    public var apnsID: String?
+    /// HTTP/2, development environment: the `apns-unique-id` APNs gave the notification.
+    public var apnsUniqueID: String?
 
-    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken?, outcome: Outcome) {
+    public init(
+        sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken?, outcome: Outcome, apnsID: String? = nil,
+        apnsUniqueID: String? = nil
+    ) {
         self.sequence = sequence
         self.line = line
         self.id = id
         self.token = token
         self.outcome = outcome
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
     }
 }

@@ -71,6 +71,10 @@ public struct OutcomeReason: Sendable, Hashable, CustomStringConvertible, Expres
         public static let abandoned: Code = "abandoned"
         /// A stage or transport failed on its batch.
         public static let internalFailure: Code = "internal-failure"
+        /// APNs refused the credential (certificate or provider token): nothing more can be sent with it.
+        public static let credentialRejected: Code = "credential-rejected"
+        /// APNs kept answering "try again" (429, 500, 503) until the attempts ran out.
+        public static let apnsUnavailable: Code = "apns-unavailable"
     }
 
     public var code: Code
@@ -87,11 +91,25 @@ public struct OutcomeReason: Sendable, Hashable, CustomStringConvertible, Expres
     public var description: String { message }
 }
 
-/// An APNs status code (the binary interface's error-response statuses).
-/// Unknown codes are kept as their number.
+/// Why APNs refused a notification: a binary-interface error-response status
+/// (0–255), or an HTTP/2 answer's HTTP status and `reason` (`400
+/// BadDeviceToken`). Unknown codes are kept as their number.
 public struct Status: Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: UInt8
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public let rawValue: Int
+    /// HTTP/2 only: APNs' reason string.
+    public let reason: String?
+    /// A binary-interface status.
+    public init(rawValue: UInt8) {
+        self.rawValue = Int(rawValue)
+        reason = nil
+    }
+    /// An HTTP/2 answer.
+    public init(http status: Int, reason: String?) {
+        rawValue = status
+        self.reason = reason
+    }
+    /// The binary interface's byte (only meaningful for binary statuses).
+    public var byte: UInt8 { UInt8(truncatingIfNeeded: rawValue) }
 
     public static let noErrors = Status(rawValue: 0)
     public static let processingError = Status(rawValue: 1)
@@ -106,6 +124,7 @@ public struct Status: Sendable, Hashable, CustomStringConvertible {
     public static let unknown = Status(rawValue: 255)
 
     public var description: String {
+        if let reason { return reason }
         switch rawValue {
         case 0: return "no errors encountered"
         case 1: return "processing error"

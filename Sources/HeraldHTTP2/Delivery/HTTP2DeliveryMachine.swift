@@ -1,0 +1,350 @@
+import DequeModule
+import HeraldCore
+
+/// APNs' HTTP/2 delivery rules for a set of connections, as a sans-I/O state
+/// machine: events in, actions out, no sockets, no clock (every event carries
+/// `now`, the time since 1970, which also dates provider tokens).
+///
+/// **Driving it.** A shell owns the connections and the timer:
+/// - hand it requests with ``enqueue(_:now:)``;
+/// - perform ``takeActions()`` in order: ``Action/connect(_:)`` opens connection
+///   *n* (report ``connected(_:maxStreams:now:)`` once HTTP/2 is up, or
+///   ``closed(_:reason:now:)``); ``Action/send(connection:stream:request:authorization:)``
+///   opens a stream; ``Action/cancel(stream:)`` resets one; ``Action/ping(_:)``;
+///   ``Action/close(_:)``;
+/// - report each stream's end: ``answered(_:_:now:)`` with APNs' answer, or
+///   ``streamFailed(_:unprocessed:reason:now:)`` (`unprocessed`: GOAWAY above
+///   its stream id, or `REFUSED_STREAM`: APNs never saw it);
+/// - report ``settingsChanged(_:maxStreams:now:)``, ``goAway(_:reason:now:)``,
+///   ``pong(_:now:)``; call ``timer(now:)`` at ``nextDeadline``;
+/// - record ``takeOutcomes()``, and ``takeDeadTokens()`` in the token store.
+///
+/// **What it decides.** Each connection carries at most its
+/// `SETTINGS_MAX_CONCURRENT_STREAMS` streams (a token-auth connection starts at
+/// 1). An answer decides a request by ``APNsDisposition``: accepted, rejected
+/// (410s also reported as dead tokens with their timestamp), or sent again
+/// (429 after a delay, 500/503/`Shutdown` with backoff, an expired provider
+/// token once re-signed). A GOAWAY stops new streams on its connection; what
+/// APNs did not process goes out on another. A stream that ends without an
+/// answer after APNs may have read it is sent again and counted
+/// (``HTTP2Statistics/resentUnanswered``): the only possible duplicates. A
+/// credential APNs refuses ends the run's deliveries with one reason.
+public struct HTTP2DeliveryMachine: Sendable {
+    public enum Action: Sendable, Hashable {
+        case connect(Int)
+        case send(connection: Int, stream: Int, request: APNsRequest, authorization: String?)
+        case cancel(stream: Int)
+        case ping(Int)
+        case close(Int)
+    }
+
+    /// Why a connection ended.
+    public enum CloseReason: Sendable, Hashable {
+        /// Worth another connection.
+        case transient(String?)
+        /// Another connection would end the same way (TLS refused our certificate…).
+        case permanent(String)
+    }
+
+    struct Connection: Sendable {
+        var id: Int
+        var ready = false
+            var since: Duration
+        var maxStreams = 1
+        var open: Set<Int> = []
+        var lastActivity: Duration
+        var pingSentAt: Duration?
+    }
+
+    struct Slot: Sendable {
+        var connection: Connection?
+        var retryAt: Duration = .zero
+        var failures = 0
+    }
+
+    struct InFlight: Sendable {
+        var item: HTTP2Item
+        var connection: Int
+        var deadline: Duration
+        var authorization: String?
+    }
+
+    public let policy: HTTP2DeliveryPolicy
+    public var tokens: ProviderTokens?
+    var slots: [Slot]
+    /// Connections after GOAWAY (or an answer that retires them) with streams still open:
+    /// out of their slot, which opens a replacement at once.
+    var retiring: [Int: Connection] = [:]
+    var lastConnection = 0
+    var lastStream = 0
+    var queue = Deque<HTTP2Item>()
+    var delayed: [HTTP2Item] = []
+    var inFlight: [Int: InFlight] = [:]
+    var outcomes: [OutcomeRecord] = []
+    var actions: [Action] = []
+    var deadTokens: [(DeviceToken, Int64?)] = []
+    var random: SeededGenerator
+    /// Set when deliveries cannot go on (a refused credential, a permanent TLS failure): everything ends with it.
+    public internal(set) var failure: OutcomeReason?
+    var outageSince: Duration?
+    var drainDeadline: Duration?
+    public internal(set) var statistics = HTTP2Statistics()
+
+    public init(policy: HTTP2DeliveryPolicy = HTTP2DeliveryPolicy(), tokens: ProviderTokens? = nil, seed: UInt64 = 0) {
+        self.policy = policy
+        self.tokens = tokens
+        slots = Array(repeating: Slot(), count: max(1, policy.connections))
+        random = SeededGenerator(seed: seed)
+    }
+
+    // MARK: events
+
+    public mutating func enqueue(_ items: [HTTP2Item], now: Duration) {
+        if let failure {
+            outcomes += items.map { $0.record(.failed(failure)) }
+            return
+        }
+        queue.append(contentsOf: items)
+        if outageSince == nil && !slots.contains(where: { $0.connection?.ready == true }) { outageSince = now }
+        pump(now: now)
+    }
+
+    public mutating func connected(_ c: Int, maxStreams: Int, now: Duration) {
+        guard let s = slot(of: c) else { return }
+        slots[s].connection!.ready = true
+        slots[s].connection!.maxStreams = max(1, maxStreams)
+        slots[s].connection!.lastActivity = now
+        slots[s].failures = 0
+        outageSince = nil
+        pump(now: now)
+    }
+
+    public mutating func settingsChanged(_ c: Int, maxStreams: Int, now: Duration) {
+        guard let s = slot(of: c) else { return }
+        slots[s].connection!.maxStreams = max(1, maxStreams)
+        pump(now: now)
+    }
+
+    public mutating func pong(_ c: Int, now: Duration) {
+        guard let s = slot(of: c) else { return }
+        slots[s].connection!.pingSentAt = nil
+        slots[s].connection!.lastActivity = now
+    }
+
+    /// APNs will take no new streams on `c`; streams above its last id are reported unprocessed.
+    public mutating func goAway(_ c: Int, reason: String?, now: Duration) {
+        guard let s = slot(of: c) else { return }
+        statistics.goAways += 1
+        statistics.lastGoAwayReason = reason
+        retire(s, now: now)
+        pump(now: now)
+    }
+
+    public mutating func streamFailed(_ stream: Int, unprocessed: Bool, reason: String, now: Duration) {
+        guard var f = endStream(stream, now: now) else { return }
+        resendUnanswered(&f.item, unprocessed: unprocessed, why: reason, now: now)
+        pump(now: now)
+    }
+
+    public mutating func closed(_ c: Int, reason: CloseReason, now: Duration) {
+        if let conn = retiring.removeValue(forKey: c) {
+            resendOpenStreams(of: conn, now: now)
+            pump(now: now)
+            return
+        }
+        guard let s = slot(of: c) else { return }
+        let conn = slots[s].connection!
+        slots[s].connection = nil
+        if !conn.ready { statistics.connectFailures += 1 }
+        resendOpenStreams(of: conn, now: now)
+        switch reason {
+        case .permanent(let why):
+            fail(OutcomeReason(.tlsRefused, why))
+        case .transient:
+            slots[s].failures += 1
+            slots[s].retryAt = now + policy.backoff.delay(afterFailures: slots[s].failures, using: &random)
+        }
+        if outageSince == nil && !slots.contains(where: { $0.connection?.ready == true }) { outageSince = now }
+        pump(now: now)
+    }
+
+    public mutating func timer(now: Duration) {
+        for (stream, f) in inFlight where f.deadline <= now {
+            statistics.timeouts += 1
+            actions.append(.cancel(stream: stream))
+            streamFailed(stream, unprocessed: false, reason: "no answer in \(policy.requestTimeout)", now: now)
+        }
+        for s in slots.indices {
+            guard let conn = slots[s].connection else { continue }
+            if !conn.ready && now - conn.since >= policy.connectTimeout {
+                actions.append(.close(conn.id))
+                closed(conn.id, reason: .transient("not ready after \(policy.connectTimeout)"), now: now)
+            } else if let sent = conn.pingSentAt, now - sent >= policy.pingTimeout {
+                actions.append(.close(conn.id))
+                closed(conn.id, reason: .transient("PING unanswered for \(policy.pingTimeout)"), now: now)
+            } else if conn.ready && conn.open.isEmpty && conn.pingSentAt == nil && now - conn.lastActivity >= policy.idlePing {
+                slots[s].connection!.pingSentAt = now
+                statistics.pings += 1
+                actions.append(.ping(conn.id))
+            }
+        }
+        if let since = outageSince, now - since >= policy.maxOutage, hasWaitingWork {
+            failWaiting(OutcomeReason(.gatewayUnreachable, "no connection to APNs was ready for \(policy.maxOutage)"))
+        }
+        if let d = drainDeadline, now >= d { abandon(OutcomeReason(.shutdownDeadline, "shutting down: no answer before the drain deadline"), now: now) }
+        pump(now: now)
+    }
+
+    /// Shutdown: what is queued still goes; at `deadline` what is left fails.
+    public mutating func drain(deadline: Duration) { drainDeadline = deadline }
+
+    /// Gives up on everything at once: queued, delayed and in flight.
+    public mutating func abandon(_ reason: OutcomeReason, now: Duration) {
+        for (stream, f) in inFlight.sorted(by: { $0.key < $1.key }) {
+            actions.append(.cancel(stream: stream))
+            outcomes.append(f.item.record(.failed(reason)))
+        }
+        inFlight.removeAll()
+        for s in slots.indices { slots[s].connection?.open.removeAll() }
+        for c in retiring.keys { retiring[c]!.open.removeAll() }
+        failWaiting(reason)
+    }
+
+    // MARK: outputs
+
+    public mutating func takeActions() -> [Action] { defer { actions.removeAll() }; return actions }
+    public mutating func takeOutcomes() -> [OutcomeRecord] { defer { outcomes.removeAll() }; return outcomes }
+    /// Tokens APNs answered 410 for, with its timestamp (milliseconds since 1970), for the token store.
+    public mutating func takeDeadTokens() -> [(DeviceToken, Int64?)] { defer { deadTokens.removeAll() }; return deadTokens }
+
+    /// Nothing queued, waiting or in flight.
+    public var isSettled: Bool { queue.isEmpty && delayed.isEmpty && inFlight.isEmpty }
+    var hasWaitingWork: Bool { !queue.isEmpty || !delayed.isEmpty }
+
+    /// When ``timer(now:)`` is next due.
+    public var nextDeadline: Duration? {
+        var d: [Duration] = inFlight.values.map(\.deadline) + delayed.map(\.notBefore)
+        for slot in slots {
+            if let c = slot.connection {
+                if !c.ready { d.append(c.since + policy.connectTimeout) }
+                else if let p = c.pingSentAt { d.append(p + policy.pingTimeout) }
+                else if c.open.isEmpty { d.append(c.lastActivity + policy.idlePing) }
+            } else if !queue.isEmpty {
+                d.append(slot.retryAt)
+            }
+        }
+        if let since = outageSince, hasWaitingWork { d.append(since + policy.maxOutage) }
+        if let drainDeadline { d.append(drainDeadline) }
+        return d.min()
+    }
+
+    // MARK: internals
+
+    func slot(of c: Int) -> Int? { slots.firstIndex { $0.connection?.id == c } }
+
+    /// Opens connections for waiting work, and fills ready connections' free streams.
+    mutating func pump(now: Duration) {
+        guard failure == nil else { return }
+        if delayed.contains(where: { $0.notBefore <= now }) {
+            let due = delayed.filter { $0.notBefore <= now }
+            delayed.removeAll { $0.notBefore <= now }
+            queue.insert(contentsOf: due.sorted { $0.sequence < $1.sequence }, at: 0)
+        }
+        for s in slots.indices {
+            if slots[s].connection == nil {
+                guard !queue.isEmpty, slots[s].retryAt <= now else { continue }
+                lastConnection += 1
+                statistics.connections += 1
+                slots[s].connection = Connection(id: lastConnection, since: now, lastActivity: now)
+                actions.append(.connect(lastConnection))
+                continue
+            }
+            let conn = slots[s].connection!
+            guard conn.ready else { continue }
+            var room = conn.maxStreams - conn.open.count
+            while room > 0, let item = queue.popFirst() {
+                var authorization: String?
+                if tokens != nil {
+                    do { authorization = "bearer " + (try tokens!.token(now: Int64(now.components.seconds))) } catch {
+                        queue.prepend(item)
+                        fail(OutcomeReason(.credentialRejected, error.description))
+                        return
+                    }
+                }
+                lastStream += 1
+                statistics.streams += 1
+                inFlight[lastStream] = InFlight(item: item, connection: conn.id, deadline: now + policy.requestTimeout, authorization: authorization)
+                slots[s].connection!.open.insert(lastStream)
+                slots[s].connection!.lastActivity = now
+                actions.append(.send(connection: conn.id, stream: lastStream, request: item.request, authorization: authorization))
+                room -= 1
+            }
+        }
+    }
+
+    /// Removes a stream from its connection; a retiring connection closes once empty.
+    mutating func endStream(_ stream: Int, now: Duration) -> InFlight? {
+        guard let f = inFlight.removeValue(forKey: stream) else { return nil }
+        if let s = slot(of: f.connection) {
+            slots[s].connection!.open.remove(stream)
+            slots[s].connection!.lastActivity = now
+        } else if retiring[f.connection] != nil {
+            retiring[f.connection]!.open.remove(stream)
+            if retiring[f.connection]!.open.isEmpty {
+                retiring[f.connection] = nil
+                actions.append(.close(f.connection))
+            }
+        }
+        return f
+    }
+
+    /// Takes slot `s`'s connection out of service (GOAWAY, `Shutdown`…): no new
+    /// streams on it, closed once its open streams end; the slot connects again at once.
+    mutating func retire(_ s: Int, now: Duration) {
+        guard let conn = slots[s].connection else { return }
+        slots[s].connection = nil
+        slots[s].retryAt = now
+        if conn.open.isEmpty { actions.append(.close(conn.id)) } else { retiring[conn.id] = conn }
+    }
+
+    mutating func resendOpenStreams(of conn: Connection, now: Duration) {
+        for stream in conn.open.sorted() {
+            guard var f = inFlight.removeValue(forKey: stream) else { continue }
+            resendUnanswered(&f.item, unprocessed: false, why: "the connection ended before an answer", now: now)
+        }
+    }
+
+    /// A request that ended without an answer goes again; `unprocessed` ones were never seen by APNs.
+    mutating func resendUnanswered(_ item: inout HTTP2Item, unprocessed: Bool, why: String, now: Duration) {
+        if let failure {
+            outcomes.append(item.record(.failed(failure)))
+            return
+        }
+        if unprocessed {
+            statistics.resentUnprocessed += 1
+            queue.prepend(item)
+            return
+        }
+        item.attempts += 1
+        guard item.attempts < policy.maxAttempts else {
+            outcomes.append(item.record(.failed(OutcomeReason(.closedWithoutAnswer, "no answer after \(item.attempts) sends: \(why)"))))
+            return
+        }
+        statistics.resentUnanswered += 1
+        queue.prepend(item)
+    }
+
+    /// Ends what waits (queued and delayed) with `reason`.
+    mutating func failWaiting(_ reason: OutcomeReason) {
+        outcomes += queue.map { $0.record(.failed(reason)) }
+        outcomes += delayed.map { $0.record(.failed(reason)) }
+        queue.removeAll()
+        delayed.removeAll()
+    }
+
+    /// Deliveries cannot go on: what waits fails now, and so will anything enqueued later.
+    mutating func fail(_ reason: OutcomeReason) {
+        if failure == nil { failure = reason }
+        failWaiting(failure!)
+    }
+}

@@ -1,0 +1,74 @@
+import HeraldCore
+
+/// How an ``HTTP2DeliveryMachine`` spreads requests, waits and retries.
+public struct HTTP2DeliveryPolicy: Sendable, Hashable {
+    /// Connections kept open to APNs.
+    public var connections = 1
+    /// A request unanswered this long is cancelled and sent again.
+    public var requestTimeout: Duration = .seconds(20)
+    /// A connection with nothing in flight this long gets a PING.
+    public var idlePing: Duration = .seconds(60)
+    /// A PING unanswered this long ends the connection.
+    public var pingTimeout: Duration = .seconds(10)
+    /// A connection not ready after this long is closed and tried again.
+    public var connectTimeout: Duration = .seconds(15)
+    /// After 429 `TooManyRequests`: how long before that request goes again.
+    public var retryLaterDelay: Duration = .seconds(2)
+    /// Sends of one request that APNs answers with a retry (500, 503,
+    /// `Shutdown`, 429) or that end without an answer, before it fails.
+    public var maxAttempts = 5
+    /// Delays between connection attempts, and before resending after 500/503.
+    public var backoff = BackoffPolicy()
+    /// With no connection ready for this long, what waits fails (`gateway-unreachable`).
+    public var maxOutage: Duration = .seconds(300)
+
+    public init() {}
+}
+
+/// One notification on its way over HTTP/2.
+public struct HTTP2Item: Sendable {
+    public var sequence: UInt64
+    public var line: Int?
+    public var id: UInt32?
+    public var token: DeviceToken
+    public var request: APNsRequest
+    /// Sends that ended in a retry or without an answer.
+    var attempts = 0
+    /// Not sent again before then.
+    var notBefore: Duration = .zero
+
+    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, request: APNsRequest) {
+        self.sequence = sequence
+        self.line = line
+        self.id = id
+        self.token = token
+        self.request = request
+    }
+
+    func record(_ outcome: Outcome, _ response: APNsResponse? = nil) -> OutcomeRecord {
+        OutcomeRecord(
+            sequence: sequence, line: line, id: id, token: token, outcome: outcome,
+            apnsID: response?.apnsID ?? request.apnsID, apnsUniqueID: response?.uniqueID)
+    }
+}
+
+/// What an ``HTTP2DeliveryMachine`` has seen and done.
+public struct HTTP2Statistics: Sendable, Hashable {
+    public var connections = 0
+    public var connectFailures = 0
+    public var streams = 0
+    public var goAways = 0
+    public var pings = 0
+    public var timeouts = 0
+    /// Sent again after an answer that asks for it (429, 500, 503, `Shutdown`, expired token…).
+    public var retried = 0
+    /// Sent again after a stream or connection ended with no answer, once APNs may
+    /// already have had it: the only possible duplicates.
+    public var resentUnanswered = 0
+    /// Sent again after APNs said it did not process it (GOAWAY above its stream, refused stream).
+    public var resentUnprocessed = 0
+    /// The last GOAWAY's reason, if any.
+    public var lastGoAwayReason: String?
+
+    public init() {}
+}
