@@ -13,7 +13,10 @@ import Testing
 
 /// Sends `count` valid notifications through a transport built from `config` and returns the outcomes.
 func sendThrough(_ config: GatewayConfiguration, count: Int = 20) async throws -> (LedgerSnapshot, [OutcomeRecord], GatewayStatistics, Double) {
-    let transport = try GatewayTransport(configuration: config)
+    // A loop of its own: these runs check timings, which the shared group's other tests would blur.
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    defer { group.shutdownGracefully { _ in } }
+    let transport = try GatewayTransport(configuration: config, group: group)
     let collector = OutcomeCollector()
     let ledger = OutcomeLedger(observers: [collector])
     let framer = BinaryFramer(format: .frame)

@@ -21,7 +21,7 @@ public struct Envelope: Sendable {
     }
 
     /// The record of this envelope ending with `outcome`.
-    public func record(_ outcome: Outcome) -> OutcomeRecord {
+    @inlinable public func record(_ outcome: Outcome) -> OutcomeRecord {
         OutcomeRecord(sequence: sequence, line: line, id: request.id, token: request.token, outcome: outcome)
     }
 }
@@ -58,10 +58,19 @@ public struct OutcomeRecord: Sendable, Hashable {
     public var id: UInt32?
     public var token: DeviceToken?
     public var outcome: Outcome
+    /// HTTP/2's identifiers, one reference (nil on the binary interface), so records stay small.
+    var apns: APNsIdentifiers?
+
     /// HTTP/2: the `apns-id` APNs answered with (the request's own, echoed).
-    public var apnsID: String?
+    public var apnsID: String? {
+        get { apns?.id }
+        set { apns = newValue.map { APNsIdentifiers(id: $0, uniqueID: apns?.uniqueID) } }
+    }
     /// HTTP/2, development environment: the `apns-unique-id` APNs gave the notification.
-    public var apnsUniqueID: String?
+    public var apnsUniqueID: String? {
+        get { apns?.uniqueID }
+        set { apns = APNsIdentifiers(id: apns?.id ?? "", uniqueID: newValue) }
+    }
 
     public init(
         sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken?, outcome: Outcome, apnsID: String? = nil,
@@ -72,7 +81,21 @@ public struct OutcomeRecord: Sendable, Hashable {
         self.id = id
         self.token = token
         self.outcome = outcome
-        self.apnsID = apnsID
-        self.apnsUniqueID = apnsUniqueID
+        if let apnsID { apns = APNsIdentifiers(id: apnsID, uniqueID: apnsUniqueID) }
+    }
+}
+
+/// An HTTP/2 answer's identifiers, immutable and shared.
+final class APNsIdentifiers: Sendable, Hashable {
+    let id: String
+    let uniqueID: String?
+    init(id: String, uniqueID: String?) {
+        self.id = id
+        self.uniqueID = uniqueID
+    }
+    static func == (a: APNsIdentifiers, b: APNsIdentifiers) -> Bool { a.id == b.id && a.uniqueID == b.uniqueID }
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(uniqueID)
     }
 }

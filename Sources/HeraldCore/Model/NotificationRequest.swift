@@ -26,12 +26,23 @@ public struct NotificationRequest: Sendable, Hashable {
     public var priority: Priority?
     /// The localization mode for this request; `nil` uses the configured mode.
     public var localization: LocalizationMode?
+    /// HTTP/2 only, kept out of line (a shared empty box when unused, so a
+    /// request stays small to move): see ``pushType``, ``collapseID``, ``apnsID``.
+    @usableFromInline var headers = CopyOnWrite(sharing: HTTP2Headers.none)
+
+    @usableFromInline struct HTTP2Headers: Sendable, Hashable {
+        @usableFromInline var pushType: PushType?
+        @usableFromInline var collapseID: String?
+        @usableFromInline var apnsID: String?
+        static let none = CopyOnWrite<HTTP2Headers>.Storage(HTTP2Headers())
+    }
+
     /// HTTP/2 only: `apns-push-type`; `nil` lets the transport infer it from the payload.
-    public var pushType: PushType?
+    @inlinable public var pushType: PushType? { get { headers.value.pushType } set { headers.value.pushType = newValue } }
     /// HTTP/2 only: `apns-collapse-id`, at most 64 bytes.
-    public var collapseID: String?
+    @inlinable public var collapseID: String? { get { headers.value.collapseID } set { headers.value.collapseID = newValue } }
     /// HTTP/2 only: `apns-id`, a canonical UUID; `nil` lets the transport make one.
-    public var apnsID: String?
+    @inlinable public var apnsID: String? { get { headers.value.apnsID } set { headers.value.apnsID = newValue } }
 
     public init(
         token: DeviceToken, aps: APS = APS(), custom: JSONObject = JSONObject(), id: UInt32? = nil,
