@@ -40,7 +40,13 @@ let package = Package(
         // Binary interface codecs: frames, error responses, feedback tuples (issue 5).
         .target(name: "HeraldBinary", dependencies: ["HeraldCore", .product(name: "DequeModule", package: "swift-collections")]),
         // The in-memory APNs simulator and its transport (issue 5).
-        .target(name: "HeraldSimulator", dependencies: ["HeraldJSON", "HeraldCore", "HeraldBinary"]),
+        .target(
+            name: "HeraldSimulator",
+            dependencies: [
+                "HeraldJSON", "HeraldCore", "HeraldBinary", "HeraldHTTP2", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ]
+        ),
         // zlib, used only by the recorder.
         .systemLibrary(
             name: "CZlib", pkgConfig: "zlib",
@@ -144,7 +150,10 @@ let package = Package(
         .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
         .testTarget(
             name: "HeraldHTTP2Tests",
-            dependencies: ["HeraldTestSupport", "HeraldHTTP2", "HeraldJSON", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "HeraldTestSupport", "HeraldHTTP2", "HeraldJSON", "HeraldSimulator", "HeraldPayload",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .testTarget(name: "HeraldGatewayTests", dependencies: ["HeraldTestSupport", "HeraldGateway", "HeraldTesting", "HeraldKit"]),
         // herald-strings on its own, and the sample package in examples/PluginSample built once broken and once fixed.

@@ -295,7 +295,9 @@ struct DrainTests {
         config.socketSendBuffer = 4096
         config.writeBufferHigh = 8192
         config.writeBufferLow = 2048
-        let transport = try GatewayTransport(configuration: config)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { group.shutdownGracefully { _ in } }
+        let transport = try GatewayTransport(configuration: config, group: group)
         let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
         let tokens = (0..<20_000).map(GatewayRun.token)
@@ -313,7 +315,7 @@ struct DrainTests {
         let (s, _, entered, seconds) = try await sendToStalledGateway(drainTimeout: .seconds(1)) { $0.shutdownRequested() }
         #expect(entered < 20_000, "send should be waiting for room")
         #expect(s.isBalanced && s.entered == 20_000 && s.failed == 20_000 && s.accepted == 0, "\(s)")
-        #expect(seconds < 10)
+        #expect(seconds < 30, "bounded by the 1 s drain, with room for a loaded machine")
     }
 
     @Test("abandon (a second signal): everything held fails at once with the reason, later sends too; the books balance")
@@ -321,7 +323,7 @@ struct DrainTests {
         let (s, records, _, seconds) = try await sendToStalledGateway(drainTimeout: .seconds(60)) { $0.abandon("abandoned: test") }
         #expect(s.isBalanced && s.entered == 20_000 && s.failed == 20_000, "\(s)")
         #expect(records.allSatisfy { $0.outcome == .failed(OutcomeReason(.abandoned, "abandoned: test")) })
-        #expect(seconds < 10, "not the 60 s drain")
+        #expect(seconds < 30, "not the 60 s drain")
     }
 
     @Test("a gateway that stops reading: the answer timeout closes it, nothing is accepted, everything fails in bounded time")

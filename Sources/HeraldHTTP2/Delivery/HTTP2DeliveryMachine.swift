@@ -80,6 +80,9 @@ public struct HTTP2DeliveryMachine: Sendable {
     var queue = Deque<HTTP2Item>()
     var delayed: [HTTP2Item] = []
     var inFlight: [Int: InFlight] = [:]
+    /// Streams in the order they were opened (so their deadlines are in order too);
+    /// ended ones are dropped from the front.
+    var sendOrder = Deque<Int>()
     var outcomes: [OutcomeRecord] = []
     var actions: [Action] = []
     var deadTokens: [(DeviceToken, Int64?)] = []
@@ -169,11 +172,17 @@ public struct HTTP2DeliveryMachine: Sendable {
     }
 
     public mutating func timer(now: Duration) {
-        for (stream, f) in inFlight where f.deadline <= now {
+        var k = 0
+        while k < sendOrder.count {
+            let stream = sendOrder[k]
+            k += 1
+            guard let f = inFlight[stream] else { continue }
+            if f.deadline > now { break }
             statistics.timeouts += 1
             actions.append(.cancel(stream: stream))
             streamFailed(stream, unprocessed: false, reason: "no answer in \(policy.requestTimeout)", now: now)
         }
+        trimSendOrder()
         for s in slots.indices {
             guard let conn = slots[s].connection else { continue }
             if !conn.ready && now - conn.since >= policy.connectTimeout {
@@ -205,6 +214,7 @@ public struct HTTP2DeliveryMachine: Sendable {
             outcomes.append(f.item.record(.failed(reason)))
         }
         inFlight.removeAll()
+        sendOrder.removeAll()
         for s in slots.indices { slots[s].connection?.open.removeAll() }
         for c in retiring.keys { retiring[c]!.open.removeAll() }
         failWaiting(reason)
@@ -223,7 +233,8 @@ public struct HTTP2DeliveryMachine: Sendable {
 
     /// When ``timer(now:)`` is next due.
     public var nextDeadline: Duration? {
-        var d: [Duration] = inFlight.values.map(\.deadline) + delayed.map(\.notBefore)
+        var d: [Duration] = delayed.map(\.notBefore)
+        if let first = sendOrder.first, let f = inFlight[first] { d.append(f.deadline) }
         for slot in slots {
             if let c = slot.connection {
                 if !c.ready { d.append(c.since + policy.connectTimeout) }
@@ -273,6 +284,7 @@ public struct HTTP2DeliveryMachine: Sendable {
                 }
                 lastStream += 1
                 statistics.streams += 1
+                sendOrder.append(lastStream)
                 inFlight[lastStream] = InFlight(item: item, connection: conn.id, deadline: now + policy.requestTimeout, authorization: authorization)
                 slots[s].connection!.open.insert(lastStream)
                 slots[s].connection!.lastActivity = now
@@ -285,6 +297,7 @@ public struct HTTP2DeliveryMachine: Sendable {
     /// Removes a stream from its connection; a retiring connection closes once empty.
     mutating func endStream(_ stream: Int, now: Duration) -> InFlight? {
         guard let f = inFlight.removeValue(forKey: stream) else { return nil }
+        trimSendOrder()
         if let s = slot(of: f.connection) {
             slots[s].connection!.open.remove(stream)
             slots[s].connection!.lastActivity = now
@@ -312,6 +325,12 @@ public struct HTTP2DeliveryMachine: Sendable {
             guard var f = inFlight.removeValue(forKey: stream) else { continue }
             resendUnanswered(&f.item, unprocessed: false, why: "the connection ended before an answer", now: now)
         }
+        trimSendOrder()
+    }
+
+    /// Drops ended streams from the front of ``sendOrder``, so its first is the oldest in flight.
+    mutating func trimSendOrder() {
+        while let first = sendOrder.first, inFlight[first] == nil { sendOrder.removeFirst() }
     }
 
     /// A request that ended without an answer goes again; `unprocessed` ones were never seen by APNs.

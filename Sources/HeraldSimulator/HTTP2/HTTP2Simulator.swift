@@ -1,0 +1,248 @@
+import Crypto
+import Foundation
+import HeraldCore
+import HeraldHTTP2
+import HeraldJSON
+import Synchronization
+
+/// How the HTTP/2 simulator behaves: what it accepts, and the seeded faults it injects.
+public struct HTTP2SimulatorConfiguration: Sendable, Hashable {
+    /// The app's bundle identifier: topics must be it plus the push type's suffix.
+    public var bundleID = "com.example.app"
+    /// Token authentication: the public key tokens must verify against (PEM), and
+    /// the key and team ids they must name. `nil`: no `authorization` is needed
+    /// (certificate authentication).
+    public var tokenKeyPEM: String?
+    public var keyID = ""
+    public var teamID = ""
+    /// Streams a connection allows once a valid token has arrived (one before).
+    public var maxConcurrentStreams = 1000
+    /// Seeded faults, each a probability per request.
+    public var faults = Faults()
+
+    public struct Faults: Sendable, Hashable {
+        public var seed: UInt64 = 0
+        /// The connection is sent GOAWAY; this request and later ones on it are not processed.
+        public var goAway = 0.0
+        /// 503 `ServiceUnavailable`.
+        public var unavailable = 0.0
+        /// 429 `TooManyRequests`.
+        public var tooManyRequests = 0.0
+        /// 500 `InternalServerError`.
+        public var internalError = 0.0
+        /// The stream is reset after the notification was (or, half the time, was not) delivered.
+        public var reset = 0.0
+        /// Delivered, but the answer is lost: the request times out.
+        public var lostAnswer = 0.0
+        public init() {}
+    }
+
+    public init() {}
+}
+
+/// The HTTP/2 provider API, simulated: every request check and reason APNs
+/// documents, provider tokens verified against a public key, one stream per
+/// connection until a valid token arrives, a device registry whose dead tokens
+/// answer 410 with their timestamp, and seeded faults. It answers one request
+/// at a time (``handle(_:authorization:connection:now:)``); transports and
+/// servers put connections and time around it.
+public final class HTTP2Simulator: Sendable {
+    public let configuration: HTTP2SimulatorConfiguration
+    let state: Mutex<HTTP2SimulatorState>
+
+    public init(configuration: HTTP2SimulatorConfiguration = HTTP2SimulatorConfiguration()) throws {
+        self.configuration = configuration
+        let key = try configuration.tokenKeyPEM.map { try P256.Signing.PublicKey(pemRepresentation: $0) }
+        state = Mutex(HTTP2SimulatorState(configuration: configuration, publicKey: key))
+    }
+
+    /// Tokens APNs answers `BadDeviceToken` for.
+    public func markInvalid(_ token: DeviceToken) { state.withLock { _ = $0.invalid.insert(token) } }
+    /// Tokens whose app was removed at `timestamp` (milliseconds since 1970): 410 `Unregistered`.
+    public func markUnregistered(_ token: DeviceToken, at timestamp: Int64) { state.withLock { $0.unregistered[token] = timestamp } }
+
+    /// What the simulator has seen and done.
+    public var counters: HTTP2SimulatorCounters { state.withLock { $0.counters } }
+
+    /// What happens to one request.
+    public enum Reply: Sendable, Hashable {
+        case answer(APNsResponse)
+        /// The stream is reset; `processed`: the notification was delivered first.
+        case reset(processed: Bool)
+        /// Not processed: the connection is going away (GOAWAY goes out before this stream).
+        case refused
+        /// Delivered, and the answer never comes.
+        case silence
+    }
+
+    /// The streams connection `connection` allows: one until a valid provider token arrived on it.
+    public func maxStreams(on connection: Int) -> Int {
+        state.withLock { configuration.tokenKeyPEM == nil || $0.trusted.contains(connection) ? configuration.maxConcurrentStreams : 1 }
+    }
+
+    /// Whether GOAWAY has been decided for the connection (the transport tells the client).
+    public func isGoingAway(_ connection: Int) -> Bool { state.withLock { $0.goingAway.contains(connection) } }
+
+    public func handle(_ request: APNsRequest, authorization: String?, connection: Int, now: Duration) -> Reply {
+        state.withLock { $0.handle(request, authorization: authorization, connection: connection, now: now) }
+    }
+}
+
+struct HTTP2SimulatorState {
+    let configuration: HTTP2SimulatorConfiguration
+    let publicKey: P256.Signing.PublicKey?
+    var random: SeededGenerator
+    var invalid: Set<DeviceToken> = []
+    var unregistered: [DeviceToken: Int64] = [:]
+    var goingAway: Set<Int> = []
+    var trusted: Set<Int> = []
+    /// Provider tokens already verified, and when they were issued.
+    var verified: [String: Int64] = [:]
+    var counters = HTTP2SimulatorCounters()
+
+    init(configuration: HTTP2SimulatorConfiguration, publicKey: P256.Signing.PublicKey?) {
+        self.configuration = configuration
+        self.publicKey = publicKey
+        random = SeededGenerator(seed: configuration.faults.seed)
+    }
+
+    mutating func handle(_ request: APNsRequest, authorization: String?, connection: Int, now: Duration) -> HTTP2Simulator.Reply {
+        counters.requests += 1
+        if goingAway.contains(connection) {
+            counters.refused += 1
+            return .refused
+        }
+        if let reason = authenticate(authorization, connection: connection, now: now) { return answer(403, reason, request) }
+        if let (status, reason) = check(request) { return answer(status, reason, request) }
+        let f = configuration.faults
+        let roll = Double.random(in: 0..<1, using: &random)
+        var edge = f.goAway
+        if roll < edge {
+            goingAway.insert(connection)
+            counters.goAways += 1
+            counters.refused += 1
+            return .refused
+        }
+        for (p, status, reason) in [(f.unavailable, 503, "ServiceUnavailable"), (f.tooManyRequests, 429, "TooManyRequests"), (f.internalError, 500, "InternalServerError")] {
+            edge += p
+            if roll < edge { return answer(status, reason, request) }
+        }
+        let token = try! DeviceToken(hex: request.path.dropFirst(Self.devicePath.count))  // checked above
+        if invalid.contains(token) { return answer(400, "BadDeviceToken", request) }
+        if let since = unregistered[token] {
+            counters.answers["Unregistered", default: 0] += 1
+            return .answer(APNsResponse(status: 410, apnsID: request.apnsID, reason: "Unregistered", timestamp: since))
+        }
+        edge += f.reset
+        if roll < edge {
+            let processed = Bool.random(using: &random)
+            if processed { deliver(request) }
+            counters.resets += 1
+            return .reset(processed: processed)
+        }
+        deliver(request)
+        edge += f.lostAnswer
+        if roll < edge {
+            counters.lostAnswers += 1
+            return .silence
+        }
+        counters.answers["", default: 0] += 1
+        return .answer(APNsResponse(status: 200, apnsID: request.apnsID))
+    }
+
+    static let devicePath = "/3/device/"
+
+    /// The 403 reason for the request's provider token, or nil when it is good (or not needed).
+    mutating func authenticate(_ authorization: String?, connection: Int, now: Duration) -> String? {
+        guard let publicKey else { return nil }
+        guard let authorization, authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
+        let jwt = String(authorization.dropFirst(7))
+        let issuedAt: Int64
+        if let known = verified[jwt] {
+            issuedAt = known
+        } else {
+            guard let iat = Self.verify(jwt, with: publicKey, keyID: configuration.keyID, teamID: configuration.teamID) else { return "InvalidProviderToken" }
+            verified[jwt] = iat
+            counters.providerTokens.insert(jwt)
+            issuedAt = iat
+        }
+        if Int64(now.components.seconds) - issuedAt >= 3600 { return "ExpiredProviderToken" }
+        trusted.insert(connection)
+        return nil
+    }
+
+    /// The token's `iat` if its signature verifies and it names the expected key and team.
+    static func verify(_ jwt: String, with key: P256.Signing.PublicKey, keyID: String, teamID: String) -> Int64? {
+        let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let header = base64URL(parts[0]), let claims = base64URL(parts[1]), let sig = base64URL(parts[2]),
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: sig),
+            key.isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8)),
+            let h = (try? JSONParser.parse(header))?.objectValue, let c = (try? JSONParser.parse(claims))?.objectValue,
+            h["alg"]?.stringValue == "ES256", h["kid"]?.stringValue == keyID, c["iss"]?.stringValue == teamID,
+            let iat = c["iat"]?.numberValue?.intValue
+        else { return nil }
+        return Int64(iat)
+    }
+
+    static func base64URL(_ s: Substring) -> [UInt8]? {
+        var t = String(s.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        while t.utf8.count % 4 != 0 { t += "=" }
+        return Data(base64Encoded: t).map { Array($0) }
+    }
+
+    /// Apple's request checks, in the order APNs reports them.
+    func check(_ r: APNsRequest) -> (Int, String)? {
+        if r.method != "POST" { return (405, "MethodNotAllowed") }
+        guard r.path.hasPrefix(Self.devicePath) else { return (404, "BadPath") }
+        let hex = r.path.dropFirst(Self.devicePath.count)
+        if hex.isEmpty { return (400, "MissingDeviceToken") }
+        guard (try? DeviceToken(hex: hex)) != nil else { return (400, "BadDeviceToken") }
+        var seen = Set<String>()
+        for h in r.headers where !seen.insert(h.name).inserted { return (400, "DuplicateHeaders") }
+        guard let type = r[header: "apns-push-type"].map(PushType.init(rawValue:)), PushType.known.contains(type) else {
+            return (400, "InvalidPushType")
+        }
+        guard let topic = r[header: "apns-topic"] else { return (400, "MissingTopic") }
+        if let suffix = type.topicSuffix, topic != configuration.bundleID + suffix { return (400, "DeviceTokenNotForTopic") }
+        if let id = r[header: "apns-id"], !Self.isUUID(id) { return (400, "BadMessageId") }
+        if let e = r[header: "apns-expiration"], Int64(e) == nil { return (400, "BadExpirationDate") }
+        if let p = r[header: "apns-priority"], !["10", "5", "1"].contains(p) || (type == .background && p == "10") { return (400, "BadPriority") }
+        if let c = r[header: "apns-collapse-id"], c.utf8.count > 64 { return (400, "BadCollapseId") }
+        if r.body.isEmpty { return (400, "PayloadEmpty") }
+        if r.body.count > type.payloadLimit { return (413, "PayloadTooLarge") }
+        return nil
+    }
+
+    static func isUUID(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        return u.count == 36 && u.enumerated().allSatisfy { i, c in [8, 13, 18, 23].contains(i) ? c == UInt8(ascii: "-") : Hex.nibble(c) != nil }
+    }
+
+    mutating func deliver(_ request: APNsRequest) {
+        counters.delivered += 1
+        counters.deliveries[request.apnsID, default: 0] += 1
+    }
+
+    mutating func answer(_ status: Int, _ reason: String, _ request: APNsRequest) -> HTTP2Simulator.Reply {
+        counters.answers[reason, default: 0] += 1
+        return .answer(APNsResponse(status: status, apnsID: request.apnsID, reason: reason))
+    }
+}
+
+/// What an ``HTTP2Simulator`` has counted.
+public struct HTTP2SimulatorCounters: Sendable, Hashable {
+    public var requests = 0
+    public var delivered = 0
+    /// Deliveries per `apns-id`: more than one is a duplicate.
+    public var deliveries: [String: Int] = [:]
+    /// Answers by reason (`""` for 200).
+    public var answers: [String: Int] = [:]
+    /// Distinct provider tokens seen (valid ones).
+    public var providerTokens: Set<String> = []
+    public var goAways = 0
+    public var refused = 0
+    public var resets = 0
+    public var lostAnswers = 0
+    /// Notifications delivered more than once.
+    public var duplicates: Int { deliveries.values.reduce(0) { $0 + max(0, $1 - 1) } }
+}
