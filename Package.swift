@@ -102,7 +102,7 @@ let package = Package(
             name: "HeraldKit",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
-                "HeraldGateway",
+                "HeraldOpenSSL", "HeraldGateway",
             ]
         ),
         // `herald bench …`: the benchmarks, apart from the executable and the products.
@@ -117,7 +117,7 @@ let package = Package(
         .executableTarget(
             name: "herald",
             dependencies: [
-                "HeraldJSON", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
+                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
                 "HeraldBenchmarks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -140,22 +140,30 @@ let package = Package(
         ),
         .testTarget(name: "HeraldJSONTests", dependencies: ["HeraldJSON", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldJSON", "HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldJSON", "HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldJSON", "HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldJSON", "HeraldCore", "HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldCore", "HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldJSON", "HeraldCore", "HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
         // Helpers shared by the test targets.
         .target(name: "HeraldTestSupport", dependencies: ["HeraldTesting"], path: "Tests/HeraldTestSupport"),
-        .testTarget(name: "HeraldKitTests", dependencies: ["HeraldTestSupport", "HeraldJSON", "HeraldKit"]),
-        .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldRecorder"]),
+        .testTarget(
+            name: "HeraldKitTests",
+            dependencies: ["HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit"]
+        ),
+        .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldCore", "HeraldRecorder"]),
         .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
         .testTarget(
             name: "HeraldHTTP2Tests",
             dependencies: [
-                "HeraldTestSupport", "HeraldHTTP2", "HeraldJSON", "HeraldSimulator", "HeraldPayload",
+                "HeraldTestSupport", "HeraldCore", "HeraldHTTP2", "HeraldJSON", "HeraldSimulator", "HeraldPayload",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .testTarget(name: "HeraldGatewayTests", dependencies: ["HeraldTestSupport", "HeraldGateway", "HeraldTesting", "HeraldKit"]),
+        .testTarget(
+            name: "HeraldGatewayTests",
+            dependencies: [
+                "HeraldTestSupport", "HeraldCore", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting", "HeraldKit",
+            ]
+        ),
         // herald-strings on its own, and the sample package in examples/PluginSample built once broken and once fixed.
         .testTarget(name: "HeraldPluginTests", dependencies: ["HeraldTestSupport"]),
     ]

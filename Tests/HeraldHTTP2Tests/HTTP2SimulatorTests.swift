@@ -118,3 +118,22 @@ struct HTTP2SimulatorTests {
         #expect(simulator.maxStreams(on: 1) == (name == "no token" || name == "signed by another key" || name == "an hour old" ? 1 : 1000))
     }
 }
+
+@Suite("410s feed the token store with APNs' timestamp")
+struct UnregisteredFeedbackTests {
+    @Test("a 410 marks the token dead since its timestamp; a registration after it wins, one before it does not")
+    func feedback() {
+        let store = InMemoryTokenStore()
+        let observer = TokenStoreFeedbackObserver(store: store, clock: { 1_800_000_000 })
+        let early = DeviceToken(bytes: [1]), late = DeviceToken(bytes: [2])
+        store.registered(early, at: 1_699_999_000)  // before the 410's time: the 410 stands
+        store.registered(late, at: 1_700_000_500)  // after it: the registration wins
+        let records = [early, late].enumerated().map { i, t in
+            OutcomeRecord(sequence: UInt64(i), line: nil, id: nil, token: t, outcome: .rejected(Status(http: 410, reason: "Unregistered")),
+                          apnsID: "id", apnsUnregisteredAt: 1_700_000_000_000)
+        }
+        observer.observe(records)
+        #expect(store.isSuppressed(early) && !store.isSuppressed(late))
+        #expect(records[0].apnsUnregisteredAt == 1_700_000_000_000)
+    }
+}

@@ -64,38 +64,45 @@ public struct OutcomeRecord: Sendable, Hashable {
     /// HTTP/2: the `apns-id` APNs answered with (the request's own, echoed).
     public var apnsID: String? {
         get { apns?.id }
-        set { apns = newValue.map { APNsIdentifiers(id: $0, uniqueID: apns?.uniqueID) } }
+        set { apns = newValue.map { APNsIdentifiers(id: $0, uniqueID: apns?.uniqueID, unregisteredAt: apns?.unregisteredAt) } }
     }
     /// HTTP/2, development environment: the `apns-unique-id` APNs gave the notification.
     public var apnsUniqueID: String? {
         get { apns?.uniqueID }
-        set { apns = APNsIdentifiers(id: apns?.id ?? "", uniqueID: newValue) }
+        set { apns = APNsIdentifiers(id: apns?.id ?? "", uniqueID: newValue, unregisteredAt: apns?.unregisteredAt) }
     }
+    /// HTTP/2, a 410 answer: since when the token is dead (milliseconds since 1970), as APNs said.
+    public var apnsUnregisteredAt: Int64? { apns?.unregisteredAt }
 
     public init(
         sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken?, outcome: Outcome, apnsID: String? = nil,
-        apnsUniqueID: String? = nil
+        apnsUniqueID: String? = nil, apnsUnregisteredAt: Int64? = nil
     ) {
         self.sequence = sequence
         self.line = line
         self.id = id
         self.token = token
         self.outcome = outcome
-        if let apnsID { apns = APNsIdentifiers(id: apnsID, uniqueID: apnsUniqueID) }
+        if let apnsID { apns = APNsIdentifiers(id: apnsID, uniqueID: apnsUniqueID, unregisteredAt: apnsUnregisteredAt) }
     }
 }
 
-/// An HTTP/2 answer's identifiers, immutable and shared.
+/// What an HTTP/2 answer said about a request beyond its outcome, immutable and shared.
 final class APNsIdentifiers: Sendable, Hashable {
     let id: String
     let uniqueID: String?
-    init(id: String, uniqueID: String?) {
+    let unregisteredAt: Int64?
+    init(id: String, uniqueID: String?, unregisteredAt: Int64?) {
         self.id = id
         self.uniqueID = uniqueID
+        self.unregisteredAt = unregisteredAt
     }
-    static func == (a: APNsIdentifiers, b: APNsIdentifiers) -> Bool { a.id == b.id && a.uniqueID == b.uniqueID }
+    static func == (a: APNsIdentifiers, b: APNsIdentifiers) -> Bool {
+        a.id == b.id && a.uniqueID == b.uniqueID && a.unregisteredAt == b.unregisteredAt
+    }
     func hash(into hasher: inout Hasher) {
         hasher.combine(id)
         hasher.combine(uniqueID)
+        hasher.combine(unregisteredAt)
     }
 }

@@ -90,8 +90,10 @@ public struct SuppressionStage: EnvelopeStage {
     }
 }
 
-/// Closes the feedback loop: `rejected(invalid token)` outcomes mark the token
-/// dead in the store, so later requests to it are suppressed.
+/// Closes the feedback loop: `rejected(invalid token)` outcomes (the binary
+/// interface's status 8) and HTTP/2's 410 answers mark the token dead in the
+/// store, so later requests to it are suppressed. A 410 carries the time APNs
+/// says the token died, so a registration after it still wins.
 public struct TokenStoreFeedbackObserver: OutcomeObserver {
     public let store: any TokenStore
     public let clock: @Sendable () -> UInt32
@@ -101,7 +103,12 @@ public struct TokenStoreFeedbackObserver: OutcomeObserver {
     }
     public func observe(_ records: [OutcomeRecord]) {
         for r in records {
-            if case .rejected(let s) = r.outcome, s == .invalidToken, let t = r.token { store.unregistered(t, at: clock()) }
+            guard case .rejected(let s) = r.outcome, let t = r.token else { continue }
+            if s == .invalidToken {
+                store.unregistered(t, at: clock())
+            } else if s.reason != nil && s.rawValue == 410 {
+                store.unregistered(t, at: r.apnsUnregisteredAt.map { UInt32(clamping: $0 / 1000) } ?? clock())
+            }
         }
     }
 }

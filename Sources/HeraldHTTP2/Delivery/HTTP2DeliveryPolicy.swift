@@ -48,7 +48,8 @@ public struct HTTP2Item: Sendable {
     func record(_ outcome: Outcome, _ response: APNsResponse? = nil) -> OutcomeRecord {
         OutcomeRecord(
             sequence: sequence, line: line, id: id, token: token, outcome: outcome,
-            apnsID: response?.apnsID ?? request.apnsID, apnsUniqueID: response?.uniqueID)
+            apnsID: response?.apnsID ?? request.apnsID, apnsUniqueID: response?.uniqueID,
+            apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil)
     }
 }
 
