@@ -102,7 +102,7 @@ let package = Package(
             name: "HeraldKit",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
-                "HeraldOpenSSL", "HeraldGateway",
+                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2",
             ]
         ),
         // `herald bench …`: the benchmarks, apart from the executable and the products.

@@ -45,6 +45,9 @@ public final class HeraldRegistry: Sendable {
         r.registerTransport("simulator") { node, context in
             try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit)
         }
+        r.registerTransport("http2-simulator") { node, _ in
+            try HTTP2SimulatorTransportFactory.make(node)
+        }
         r.registerTransport("gateway") { node, _ in
             try GatewayTransport.make(node)
         }

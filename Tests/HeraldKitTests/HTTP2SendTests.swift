@@ -1,0 +1,39 @@
+import Foundation
+import HeraldTestSupport
+import Testing
+
+@Suite("herald send over the in-memory HTTP/2 simulator")
+struct HTTP2SendTests {
+    @Test("a .p8 key signs the JWT the simulator verifies; outcome lines carry status, reason, apnsId and 410's timestamp; the 410 reaches the token store")
+    func send() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        _ = try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
+        let good = String(repeating: "ab", count: 32), bad = String(repeating: "cd", count: 32), gone = String(repeating: "ef", count: 32)
+        try #"""
+        {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.jsonl"},
+         "transport":{"type":"http2-simulator","bundleID":"com.example.app","connections":2,
+                      "providerToken":{"keyFile":"AuthKey.p8","keyID":"KEY1234567","teamID":"TEAM123456"},
+                      "invalidTokens":["\#(bad)"],"unregisteredTokens":["\#(gone)"],
+                      "faults":{"seed":3,"goAway":0.01,"unavailable":0.01}}}
+        """#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        var lines = (0..<200).map { #"{"id":\#($0),"token":"\#(good)","topic":"com.example.app","alert":"hi \#($0)"}"# }
+        lines.append(#"{"id":900,"token":"\#(bad)","topic":"com.example.app","alert":"x"}"#)
+        lines.append(#"{"id":901,"token":"\#(gone)","topic":"com.example.app","alert":"x"}"#)
+        lines.append(#"{"id":902,"token":"\#(good)","topic":"com.example.app","content-available":1,"priority":10,"push-type":"background"}"#)
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
+        let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        #expect(status == 0, "rejections are outcomes, not failures: \(stderr)")
+        let outcomes = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
+        #expect(outcomes.count == 203)
+        #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) && $0.contains(#""apnsId":""#) }.count == 200)
+        #expect(outcomes.contains { $0.contains(#""id":900"#) && $0.contains(#""status":400,"reason":"BadDeviceToken""#) })
+        #expect(outcomes.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
+        #expect(outcomes.contains { $0.contains(#""id":902"#) && $0.contains(#""outcome":"dropped""#) })
+        let store = try String(contentsOfFile: dir + "/tokens.jsonl", encoding: .utf8)
+        #expect(store.contains(gone) && !store.contains(good))
+        for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
+            #expect(!stderr.contains(secret), "no key or JWT in the output")
+        }
+    }
+}
