@@ -60,7 +60,7 @@ struct GatewayFailureTests {
         let (snapshot, records, _, seconds) = try await sendThrough(config)
         #expect(snapshot.isBalanced && snapshot.failed == 20)
         #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains(other.clientCertificate) } else { false } })
-        #expect(seconds < 5)
+        #expect(seconds < 30, "at once: not the 300 s outage (loose: the parallel run can delay a resumption by seconds)")
         #expect(server.simulator.counters.accepted == 0)
     }
 
@@ -245,7 +245,7 @@ struct DrainTests {
         #expect(server.simulator.counters.rejected[Status.missingPayload.byte] == 1)
         // Frames are batched: 500 frames of about 80 bytes go in one write.
         #expect(stats.writes == 1 && stats.connections == 1)
-        #expect(seconds < 5)
+        #expect(seconds < 30, "bounded; the probe, not a timer, confirmed (probes == 1 above)")
     }
 
     @Test("a gateway that never answers: after the drain timeout the unconfirmed notifications fail")
@@ -256,10 +256,13 @@ struct DrainTests {
         var config = gatewayConfig(port: server.localAddress!.port!,
                                    identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
         config.drainTimeout = .milliseconds(500)
-        let (snapshot, records, _, seconds) = try await sendThrough(config, count: 30)
+        let (snapshot, records, stats, seconds) = try await sendThrough(config, count: 30)
         #expect(snapshot.isBalanced && snapshot.failed == 30)
         #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("shutdown deadline") } else { false } })
-        #expect(seconds >= 0.5 && seconds < 5)
+        // The drain deadline ended it, not the 10 s answer timeout (no stall was declared). The time
+        // bound is loose: in the full parallel run, resuming this task can wait seconds for a thread.
+        #expect(stats.stalls == 0)
+        #expect(seconds >= 0.5 && seconds < 30)
     }
 
     @Test("a server that accepts TCP and never speaks TLS: the outcomes name the handshake timeout, not the drain")
@@ -277,7 +280,7 @@ struct DrainTests {
         #expect(snapshot.isBalanced && snapshot.failed == 10)
         #expect(records.allSatisfy { if case .failed(let r) = $0.outcome { r.message.contains("no connection") && r.message.contains("did not finish within") } else { false } },
                 "\(records.first.map { "\($0.outcome)" } ?? "")")
-        #expect(seconds < 10)
+        #expect(seconds < 30, "the drain deadline, not the 300 s outage")
     }
 
     /// 20,000 notifications to a gateway that stops reading after the handshake, with small
@@ -400,7 +403,7 @@ struct SilentCloseTests {
         let (snapshot, records, stats, seconds) = try await sendThrough(config, count: 100)
         #expect(snapshot.isBalanced && snapshot.failed == 100)
         #expect(records.contains { if case .failed(let r) = $0.outcome { r.message.contains("in a row") } else { false } })
-        #expect(stats.silentCloses >= 8 && seconds < 10)
+        #expect(stats.silentCloses >= 8 && seconds < 30)
     }
 }
 

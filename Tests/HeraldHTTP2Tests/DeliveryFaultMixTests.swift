@@ -7,7 +7,9 @@ import Testing
 
 /// The machine over the in-memory transport against the HTTP/2 simulator (which
 /// verifies every JWT and counts every delivery), with seeded fault mixes.
-@Suite("HTTP/2 delivery machine under seeded fault mixes")
+/// Serialized: each case is synchronous work on the cooperative pool, and a
+/// hundred at once would starve the timing-checked tests running beside them.
+@Suite("HTTP/2 delivery machine under seeded fault mixes", .serialized)
 struct HTTP2DeliveryFaultMixTests {
     static func simulator(seed: UInt64, trusting publicKey: P256.Signing.PublicKey, faults: Bool = true) throws -> HTTP2Simulator {
         var config = HTTP2SimulatorConfiguration()

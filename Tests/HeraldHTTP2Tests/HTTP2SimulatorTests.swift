@@ -19,7 +19,7 @@ func alertEnvelopes(_ count: Int, topic: String = "com.example.app") throws -> [
     }
 }
 
-@Suite("HTTP/2 simulator and its in-memory transport")
+@Suite("HTTP/2 simulator and its in-memory transport", .serialized)
 struct HTTP2SimulatorTests {
     func tokenAuth(faults: HTTP2SimulatorConfiguration.Faults = .init()) throws -> (HTTP2Simulator, ProviderTokens) {
         let key = P256.Signing.PrivateKey()
