@@ -108,6 +108,8 @@ public struct HeraldConfiguration: Sendable {
         let transport = try root.child("transport")
         c.transportType = try transport.string("type") ?? c.transportType
         c.transportOptions = transport
+        // The HTTP/2 API takes larger payloads: its profile unless the configuration chose one.
+        if c.transportType.hasPrefix("http2") && !payload.has("profile") && !payload.has("limit") { c.sizeLimit = .http2 }
 
         for node in try root.children("stages") {
             guard let type = try node.string("type") else { throw node.error("type", "required: the stage's registered name") }

@@ -23,13 +23,21 @@ public struct SizeLimit: Sendable, Hashable, CustomStringConvertible {
     public static func profile(named name: String) -> SizeLimit? { profiles.first { $0.name == name } }
 
     public var description: String { "\(name) (\(bytes) bytes)" }
+
+    /// The limit for one request: under the `http2` profile a VoIP push may
+    /// be as large as the `voip` profile allows; otherwise ``bytes``.
+    @inlinable public func bytes(for request: NotificationRequest) -> Int {
+        name == "http2" && request.pushType == .voip ? 5120 : bytes
+    }
 }
 
 /// The `reject` policy: a payload over the limit is dropped, saying by how much.
 public struct RejectingSizeGuard: SizeGuard {
-    public let limit: Int
-    public init(limit: SizeLimit) { self.limit = limit.bytes }
+    public let profile: SizeLimit
+    public var limit: Int { profile.bytes }
+    public init(limit: SizeLimit) { profile = limit }
     public func enforce(_ envelope: inout Envelope) throws(StageFailure) {
+        let limit = profile.bytes(for: envelope.request)
         let size = envelope.payload.count
         if size > limit {
             throw StageFailure("payload is \(size) bytes, \(size - limit) over the limit of \(limit)", code: .payloadTooLarge)

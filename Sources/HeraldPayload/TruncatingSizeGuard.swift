@@ -23,13 +23,14 @@ import HeraldJSON
 ///   shortened text: an empty prefix and the mark), or there is no text to
 ///   shorten, the request is dropped, saying by how many bytes.
 public struct TruncatingSizeGuard: SizeGuard {
-    public let limit: Int
+    public let profile: SizeLimit
+    public var limit: Int { profile.bytes }
     /// The fields to shorten, in order.
     public let fields: [TruncatableField]
     let builder: APSPayloadBuilder
 
     public init(limit: SizeLimit, fields: [TruncatableField] = [.body], builder: APSPayloadBuilder = APSPayloadBuilder()) {
-        self.limit = limit.bytes
+        profile = limit
         self.fields = fields
         self.builder = builder
     }
@@ -40,6 +41,7 @@ public struct TruncatingSizeGuard: SizeGuard {
 
     /// `fresh`: the payload was just rebuilt from the request here, so sizes derived from it are right.
     func enforce(_ envelope: inout Envelope, fresh: Bool) throws(StageFailure) {
+        let limit = profile.bytes(for: envelope.request)
         let size = envelope.payload.count
         guard size > limit else { return }
         var over = size - limit

@@ -21,12 +21,23 @@ struct HTTP2SendTests {
         lines.append(#"{"id":900,"token":"\#(bad)","topic":"com.example.app","alert":"x"}"#)
         lines.append(#"{"id":901,"token":"\#(gone)","topic":"com.example.app","alert":"x"}"#)
         lines.append(#"{"id":902,"token":"\#(good)","topic":"com.example.app","content-available":1,"priority":10,"push-type":"background"}"#)
+        // Size: the HTTP/2 profile (4096) without a configured one; VoIP pushes up to 5120.
+        func body(_ n: Int) -> String { String(repeating: "x", count: n) }
+        lines.append(#"{"id":903,"token":"\#(good)","topic":"com.example.app","alert":"\#(body(3000))"}"#)
+        lines.append(#"{"id":904,"token":"\#(good)","topic":"com.example.app","alert":"\#(body(4200))"}"#)
+        lines.append(#"{"id":905,"token":"\#(good)","topic":"com.example.app","push-type":"voip","alert":"\#(body(4500))"}"#)
+        lines.append(#"{"id":906,"token":"\#(good)","topic":"com.example.app","push-type":"voip","alert":"\#(body(5300))"}"#)
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
         let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
         #expect(status == 0, "rejections are outcomes, not failures: \(stderr)")
         let outcomes = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
-        #expect(outcomes.count == 203)
-        #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) && $0.contains(#""apnsId":""#) }.count == 200)
+        #expect(outcomes.count == 207)
+        #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) && $0.contains(#""apnsId":""#) }.count == 202)
+        for (id, outcome) in [(903, "accepted"), (904, "dropped"), (905, "accepted"), (906, "dropped")] {
+            #expect(outcomes.contains { $0.contains(#""id":\#(id),"#) && $0.contains(#""outcome":"\#(outcome)""#) }, "id \(id)")
+        }
+        #expect(outcomes.contains { $0.contains(#""id":904,"#) && $0.contains("over the limit of 4096") })
+        #expect(outcomes.contains { $0.contains(#""id":906,"#) && $0.contains("over the limit of 5120") })
         #expect(outcomes.contains { $0.contains(#""id":900"#) && $0.contains(#""status":400,"reason":"BadDeviceToken""#) })
         #expect(outcomes.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
         #expect(outcomes.contains { $0.contains(#""id":902"#) && $0.contains(#""outcome":"dropped""#) })
