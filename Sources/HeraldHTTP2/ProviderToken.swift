@@ -76,15 +76,16 @@ public struct ProviderTokenError: Error, Sendable, Equatable, CustomStringConver
     public init(_ description: String) { self.description = description }
 }
 
-/// base64url without padding (RFC 7515's encoding for JWTs).
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
+/// base64url without padding (RFC 7515's encoding for JWTs): what Herald
+/// signs and what its simulator verifies.
+package enum Base64URL {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var s = Data(bytes).base64EncodedString()
         while s.hasSuffix("=") { s.removeLast() }
         return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
     }
 
-    static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         var s = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         while s.utf8.count % 4 != 0 { s += "=" }
         return Data(base64Encoded: s).map { Array($0) }

@@ -138,7 +138,7 @@ public struct RequestDecoder: Sendable {
     }
 
     /// Whether `s` is a UUID in its canonical text form (either case).
-    static func isCanonicalUUID(_ s: String) -> Bool {
+    package static func isCanonicalUUID(_ s: String) -> Bool {
         let u = Array(s.utf8)
         guard u.count == 36 else { return false }
         for (i, c) in u.enumerated() {

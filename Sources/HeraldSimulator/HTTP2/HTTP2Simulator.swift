@@ -174,7 +174,8 @@ struct HTTP2SimulatorState {
     /// The token's `iat` if its signature verifies and it names the expected key and team.
     static func verify(_ jwt: String, with key: P256.Signing.PublicKey, keyID: String, teamID: String) -> Int64? {
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let header = base64URL(parts[0]), let claims = base64URL(parts[1]), let sig = base64URL(parts[2]),
+        guard parts.count == 3, let header = Base64URL.decode(parts[0]), let claims = Base64URL.decode(parts[1]),
+            let sig = Base64URL.decode(parts[2]),
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: sig),
             key.isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8)),
             let h = (try? JSONParser.parse(header))?.objectValue, let c = (try? JSONParser.parse(claims))?.objectValue,
@@ -182,12 +183,6 @@ struct HTTP2SimulatorState {
             let iat = c["iat"]?.numberValue?.intValue
         else { return nil }
         return Int64(iat)
-    }
-
-    static func base64URL(_ s: Substring) -> [UInt8]? {
-        var t = String(s.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        while t.utf8.count % 4 != 0 { t += "=" }
-        return Data(base64Encoded: t).map { Array($0) }
     }
 
     /// Apple's request checks, in the order APNs reports them.
@@ -204,18 +199,13 @@ struct HTTP2SimulatorState {
         }
         guard let topic = r[header: "apns-topic"] else { return (400, "MissingTopic") }
         if let suffix = type.topicSuffix, topic != configuration.bundleID + suffix { return (400, "DeviceTokenNotForTopic") }
-        if let id = r[header: "apns-id"], !Self.isUUID(id) { return (400, "BadMessageId") }
+        if let id = r[header: "apns-id"], !RequestDecoder.isCanonicalUUID(id) { return (400, "BadMessageId") }
         if let e = r[header: "apns-expiration"], Int64(e) == nil { return (400, "BadExpirationDate") }
         if let p = r[header: "apns-priority"], !["10", "5", "1"].contains(p) || (type == .background && p == "10") { return (400, "BadPriority") }
         if let c = r[header: "apns-collapse-id"], c.utf8.count > 64 { return (400, "BadCollapseId") }
         if r.body.isEmpty { return (400, "PayloadEmpty") }
         if r.body.count > type.payloadLimit { return (413, "PayloadTooLarge") }
         return nil
-    }
-
-    static func isUUID(_ s: String) -> Bool {
-        let u = Array(s.utf8)
-        return u.count == 36 && u.enumerated().allSatisfy { i, c in [8, 13, 18, 23].contains(i) ? c == UInt8(ascii: "-") : Hex.nibble(c) != nil }
     }
 
     mutating func deliver(_ request: APNsRequest) {
