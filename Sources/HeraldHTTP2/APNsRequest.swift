@@ -39,9 +39,10 @@ public struct APNsRequestBuilder: Sendable {
 
     /// The request for `envelope`; `makeID` makes the `apns-id` when the request has none.
     public func request(for envelope: Envelope, makeID: () -> String = APNsID.random) throws(StageFailure) -> APNsRequest {
-        let r = envelope.request
+        var r = envelope.request
         guard !envelope.payload.isEmpty else { throw StageFailure("no payload was built for this request", code: .internalFailure) }
-        let pushType = try Self.pushType(of: r)
+        let aps = try Self.aps(of: r)
+        let pushType = try Self.pushType(of: r, aps: aps)
         guard envelope.payload.count <= pushType.payloadLimit else {
             throw StageFailure("payload is \(envelope.payload.count) bytes, over the \(pushType) limit of \(pushType.payloadLimit)", code: .payloadTooLarge)
         }
@@ -50,71 +51,50 @@ public struct APNsRequestBuilder: Sendable {
         }
         var topic = base
         if let suffix = pushType.topicSuffix, !suffix.isEmpty, !base.hasSuffix(suffix) { topic += suffix }
-        let priority = try Self.priority(of: r, pushType: pushType)
+        // A background push is content-available only: the payload builder's priority rule
+        // (5 when none is given, 10 refused) is APNs' rule for it.
+        if pushType == .background { try PayloadValidator.applyPriorityRule(aps, to: &r) }
         if let c = r.collapseID, c.utf8.count > 64 { throw StageFailure("\"collapse-id\" is \(c.utf8.count) bytes; at most 64") }
 
         let id = r.apnsID?.lowercased() ?? makeID()
         var headers = [APNsRequest.Header("apns-push-type", pushType.rawValue), .init("apns-topic", topic), .init("apns-id", id)]
         if let e = r.expiry { headers.append(.init("apns-expiration", String(e))) }
-        if let priority { headers.append(.init("apns-priority", String(priority.rawValue))) }
+        if let priority = r.priority { headers.append(.init("apns-priority", String(priority.rawValue))) }
         if let c = r.collapseID { headers.append(.init("apns-collapse-id", c)) }
         return APNsRequest(path: "/3/device/" + r.token.hex, headers: headers, body: envelope.payload, pushType: pushType, apnsID: id)
     }
 
-    /// The push type the request names, checked against its payload, or the
-    /// one its payload implies: a Live Activity `event` → `liveactivity`;
+    /// The request's `aps` dictionary as a model: its own, or its raw payload's.
+    static func aps(of r: NotificationRequest) throws(StageFailure) -> APS {
+        guard let raw = r.rawPayload else { return r.aps }
+        return try PayloadValidator.validateRaw(raw)
+    }
+
+    /// The push type the request names, checked against its payload (`aps`),
+    /// or the one its payload implies: a Live Activity `event` → `liveactivity`;
     /// `content-available` alone → `background`; otherwise `alert`.
-    public static func pushType(of r: NotificationRequest) throws(StageFailure) -> PushType {
-        let aps = PayloadShape(r)
+    public static func pushType(of r: NotificationRequest, aps: APS) throws(StageFailure) -> PushType {
+        let alerts = aps.alert != nil || aps.badge != nil || aps.sound != nil
+        let hasEvent = aps.event != nil
         guard let named = r.pushType else {
-            if aps.hasEvent { return .liveActivity }
-            if aps.contentAvailableOnly { return .background }
+            if hasEvent { return .liveActivity }
+            if PayloadValidator.isContentAvailableOnly(aps) { return .background }
             return .alert
         }
         switch named {
-        case .alert where !aps.alerts:
+        case .alert where !alerts:
             throw StageFailure("push type alert needs an alert, a badge or a sound in \"aps\"")
-        case .background where aps.alerts:
+        case .background where alerts:
             throw StageFailure("push type background cannot carry an alert, a badge or a sound (use alert)")
         case .background where !aps.contentAvailable:
             throw StageFailure("push type background needs \"content-available\": 1")
-        case .liveActivity where !aps.hasEvent:
+        case .liveActivity where !hasEvent:
             throw StageFailure("push type liveactivity needs a Live Activity \"event\" (start, update or end)")
         default:
-            if aps.hasEvent && named != .liveActivity {
+            if hasEvent && named != .liveActivity {
                 throw StageFailure("a Live Activity \"event\" needs push type liveactivity, not \(named)")
             }
             return named
-        }
-    }
-
-    /// `apns-priority`: as given, checked against the push type (background
-    /// pushes must be 5 or 1; APNs refuses 10); a background push without one gets 5.
-    static func priority(of r: NotificationRequest, pushType: PushType) throws(StageFailure) -> Priority? {
-        guard pushType == .background else { return r.priority }
-        guard let p = r.priority else { return Priority(rawValue: 5) }
-        if p.rawValue == 10 { throw StageFailure("push type background must use priority 5 or 1, not 10") }
-        return p
-    }
-}
-
-/// What the payload says about the push type, for structured and raw requests alike.
-struct PayloadShape {
-    var alerts = false
-    var contentAvailable = false
-    var hasEvent = false
-    var contentAvailableOnly: Bool { contentAvailable && !alerts }
-
-    init(_ r: NotificationRequest) {
-        if let raw = r.rawPayload {
-            guard case .object(let aps)? = raw.objectValue?["aps"] else { return }
-            alerts = aps["alert"] != nil || aps["badge"] != nil || aps["sound"] != nil
-            contentAvailable = aps["content-available"]?.numberValue?.intValue == 1
-            hasEvent = aps["event"] != nil
-        } else {
-            alerts = r.aps.alert != nil || r.aps.badge != nil || r.aps.sound != nil
-            contentAvailable = r.aps.contentAvailable
-            hasEvent = r.aps.event != nil
         }
     }
 }

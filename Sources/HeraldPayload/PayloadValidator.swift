@@ -104,7 +104,7 @@ public enum PayloadValidator {
         switch request.priority {
         case nil: request.priority = .considerPower
         case .immediately?:
-            throw StageFailure("a content-available-only push (no alert, badge or sound) cannot have priority 10; use 5, or leave priority out")
+            throw StageFailure("a content-available-only push (no alert, badge or sound) cannot have priority 10; use priority 5 or 1, or leave priority out")
         default: break
         }
     }
