@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "HeraldOpenSSL", targets: ["HeraldOpenSSL"]),
         .library(name: "HeraldGateway", targets: ["HeraldGateway"]),
         .library(name: "HeraldHTTP2", targets: ["HeraldHTTP2"]),
+        .library(name: "HeraldHTTP2Transport", targets: ["HeraldHTTP2Transport"]),
         .library(name: "HeraldTesting", targets: ["HeraldTesting"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .executable(name: "herald", targets: ["herald"]),
@@ -27,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
     ],
     targets: [
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
@@ -88,13 +90,26 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        // The HTTP/2 transport (issue 13): the HTTP2DeliveryMachine on swift-nio-http2 over the OpenSSL handler.
+        .target(
+            name: "HeraldHTTP2Transport",
+            dependencies: [
+                "HeraldJSON", "HeraldCore", "HeraldHTTP2", "HeraldOpenSSL",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ]
+        ),
         // For tests, ours and embedders': the simulator over TLS, throwaway certificates, outcome collectors.
         .target(
             name: "HeraldTesting",
             dependencies: [
-                "HeraldCore", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "COpenSSL", "CHeraldOpenSSL",
+                "HeraldCore", "HeraldBinary", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldSimulator", "HeraldOpenSSL", "COpenSSL", "CHeraldOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ]
         ),
         // Assembles pipelines from configuration: the registry of built-in stages and transports.
@@ -154,7 +169,8 @@ let package = Package(
         .testTarget(
             name: "HeraldHTTP2Tests",
             dependencies: [
-                "HeraldTestSupport", "HeraldCore", "HeraldHTTP2", "HeraldJSON", "HeraldSimulator", "HeraldPayload",
+                "HeraldTestSupport", "HeraldCore", "HeraldHTTP2", "HeraldJSON", "HeraldSimulator", "HeraldPayload", "HeraldOpenSSL",
+                "HeraldHTTP2Transport", "HeraldTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

@@ -25,6 +25,26 @@ public struct APNsRequest: Sendable, Hashable {
 
     /// The value of a header, if present.
     public subscript(header name: String) -> String? { headers.first { $0.name == name }?.value }
+
+    /// A request as a server reads it off the wire (`headers` without the
+    /// pseudo-headers and `authorization`): the push type and `apns-id` come
+    /// from their headers (`alert` and empty when absent; checking them is the server's job).
+    public init(method: String, path: String, headers: [Header], body: [UInt8]) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        pushType = headers.first { $0.name == "apns-push-type" }.map { PushType(rawValue: $0.value) } ?? .alert
+        apnsID = headers.first { $0.name == "apns-id" }?.value ?? ""
+    }
+
+    init(path: String, headers: [Header], body: [UInt8], pushType: PushType, apnsID: String) {
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.pushType = pushType
+        self.apnsID = apnsID
+    }
 }
 
 /// Turns envelopes whose payload is built into ``APNsRequest``s: infers and

@@ -39,6 +39,21 @@ public struct APNsResponse: Sendable, Hashable {
         timestamp = object["timestamp"]?.numberValue?.intValue.map(Int64.init)
     }
 
+    /// The body APNs sends with this answer: `{"reason":…}` (410 adds
+    /// `"timestamp"`), or nothing for 200.
+    public var body: [UInt8] {
+        guard let reason else { return [] }
+        var w = JSONWriter(capacity: 64)
+        w.raw("{\"reason\":")
+        w.string(reason)
+        if let timestamp {
+            w.raw(",\"timestamp\":")
+            w.int(Int(timestamp))
+        }
+        w.raw("}")
+        return w.bytes
+    }
+
     /// What Herald does with this answer.
     public var disposition: APNsDisposition { APNsDisposition(status: status, reason: reason) }
 }

@@ -1,0 +1,20 @@
+import NIOCore
+import NIOHTTP2
+
+/// Keeps a connection's inbound flow-control window open. Without a stream
+/// multiplexer `NIOHTTP2Handler` leaves connection-level WINDOW_UPDATEs to the
+/// handler after it: a peer that sent 64 KiB of DATA would otherwise wait for
+/// ever. Streams need nothing: each carries one small body, far below its window.
+package struct ConnectionWindow: Sendable {
+    /// The window kept open (HTTP/2 starts every connection at 65,535).
+    package let target: Int
+
+    package init(target: Int = 1 << 20) { self.target = target }
+
+    /// The WINDOW_UPDATE to send after `event`, if the connection's window fell below half.
+    package func update(after event: Any) -> HTTP2Frame? {
+        guard let e = event as? NIOHTTP2WindowUpdatedEvent, e.streamID == .rootStream, let size = e.inboundWindowSize,
+              size <= target / 2 else { return nil }
+        return HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: target - size))
+    }
+}

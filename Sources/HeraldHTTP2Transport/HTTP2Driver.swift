@@ -1,0 +1,330 @@
+import HeraldCore
+import HeraldHTTP2
+import HeraldOpenSSL
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The ``HTTP2DeliveryMachine`` driven on one SwiftNIO event loop. The machine
+/// decides everything; this shell opens connections (TCP, an optional proxy
+/// tunnel, TLS with ALPN `h2`, HTTP/2), opens the streams it asks for, passes
+/// every answer, reset, SETTINGS, GOAWAY, PING acknowledgement and close back,
+/// and keeps one timer.
+///
+/// `@unchecked Sendable`: every mutable stored property is confined to `loop`.
+/// Entry points from elsewhere (``enqueue(_:ledger:)``, ``drain(timeout:)``,
+/// ``abandon(_:)``) hop onto `loop` first; the connections' handlers and the
+/// timer run there already. `published` is the only state read elsewhere.
+final class HTTP2Driver: @unchecked Sendable {
+    let loop: any EventLoop
+    let configuration: HTTP2TransportConfiguration
+    let tls: TLSContext
+    let gate: FlowGate
+    let published = Mutex(HTTP2TransportStatistics())
+    /// Wall-clock time minus the monotonic clock, fixed at start: the machine's
+    /// `now` is time since 1970 (provider tokens carry it) that never runs backwards.
+    let epoch: Duration
+
+    // Loop-confined.
+    var machine: HTTP2DeliveryMachine
+    var ledger: OutcomeLedger?
+    /// Connections whose channel exists, by the machine's number.
+    var connections: [Int: HTTP2ConnectionHandler] = [:]
+    /// The connection each open stream is on (for cancels).
+    var streamConnection: [Int: Int] = [:]
+    /// Why a connection is closing, kept until it has closed.
+    var closeErrors: [Int: any Error] = [:]
+    /// Connections written to since the last flush.
+    var unflushed: [HTTP2ConnectionHandler] = []
+    var timer: Scheduled<Void>?
+    var timerDeadline: Duration?
+    var drainPromise: EventLoopPromise<Void>?
+    var stepping = false
+    var stepAgain = false
+    var tlsStatistics = HTTP2TransportStatistics()
+
+    init(loop: any EventLoop, configuration: HTTP2TransportConfiguration, tls: TLSContext, gate: FlowGate) {
+        self.loop = loop
+        self.configuration = configuration
+        self.tls = tls
+        self.gate = gate
+        var wall = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        epoch = .seconds(Int64(wall.tv_sec)) + .nanoseconds(Int64(wall.tv_nsec)) - .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds))
+        machine = HTTP2DeliveryMachine(
+            policy: configuration.delivery, tokens: configuration.providerToken.map { ProviderTokens(key: $0) },
+            seed: UInt64.random(in: 0...UInt64.max))
+    }
+
+    var now: Duration { epoch + .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
+
+    /// `HERALD_HTTP2_TRACE=1` traces connection events on standard error (never a token, a JWT or a payload).
+    static let tracing = getenv("HERALD_HTTP2_TRACE") != nil
+    func trace(_ s: @autoclosure () -> String) {
+        guard Self.tracing else { return }
+        writeToStandardError("herald http2 trace: [\(configuration.endpoint) \(NIODeadline.now().uptimeNanoseconds / 1000)µs] \(s())\n")
+    }
+
+    // MARK: - From the transport (any thread)
+
+    /// Hands requests over; the caller has counted them in the gate.
+    func enqueue(_ items: [HTTP2Item], ledger: OutcomeLedger) {
+        loop.execute {
+            self.ledger = ledger
+            self.machine.enqueue(items, now: self.now)
+            self.step()
+        }
+    }
+
+    /// Has everything answered; what is unanswered after `timeout` fails.
+    func drain(timeout: Duration) -> EventLoopFuture<Void> {
+        loop.flatSubmit {
+            if let pending = self.drainPromise { return pending.futureResult }
+            let promise = self.loop.makePromise(of: Void.self)
+            self.drainPromise = promise
+            self.machine.drain(deadline: self.now + timeout)
+            self.step()
+            return promise.futureResult
+        }
+    }
+
+    /// Gives up on everything at once.
+    func abandon(_ reason: String) {
+        loop.execute {
+            self.machine.abandon(OutcomeReason(.shutdownDeadline, reason), now: self.now)
+            self.step()
+        }
+    }
+
+    // MARK: - The machine's turn
+
+    /// Performs the machine's actions until it has nothing more to do now, then
+    /// flushes every connection written to. Re-entrant calls run after.
+    func step() {
+        guard !stepping else {
+            stepAgain = true
+            return
+        }
+        stepping = true
+        repeat {
+            stepAgain = false
+            for action in machine.takeActions() { perform(action) }
+            for c in unflushed { c.flush() }
+            unflushed.removeAll(keepingCapacity: true)
+            let records = machine.takeOutcomes()
+            if !records.isEmpty {
+                ledger?.record(records)
+                gate.remove(records.count)
+            }
+            _ = machine.takeDeadTokens()  // also in the outcome records (apnsUnregisteredAt), which feed the token store
+        } while stepAgain
+        stepping = false
+        var s = tlsStatistics
+        s.delivery = machine.statistics
+        s.tokensSigned = machine.tokens?.signed ?? 0
+        published.withLock { $0 = s }
+        scheduleTimer()
+        if machine.isSettled, let promise = drainPromise {
+            drainPromise = nil
+            timer?.cancel()
+            timer = nil
+            for c in connections.values { c.close() }
+            promise.succeed(())
+        }
+    }
+
+    func scheduleTimer() {
+        let next = machine.nextDeadline
+        guard next != timerDeadline else { return }
+        timer?.cancel()
+        timerDeadline = next
+        guard let next else {
+            timer = nil
+            return
+        }
+        let delay = max(.zero, next - now)
+        timer = loop.scheduleTask(in: TimeAmount(delay)) {
+            self.timerDeadline = nil
+            self.timer = nil
+            self.machine.timer(now: self.now)
+            self.step()
+        }
+    }
+
+    func perform(_ action: HTTP2DeliveryMachine.Action) {
+        switch action {
+        case .connect(let c):
+            connect(c)
+        case .send(let c, let stream, let request, let authorization):
+            guard let handler = connections[c], handler.send(stream: stream, request: request, authorization: authorization) else {
+                machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
+                return
+            }
+            streamConnection[stream] = c
+            if !handler.queuedFlush {
+                handler.queuedFlush = true
+                unflushed.append(handler)
+            }
+        case .cancel(let stream):
+            guard let c = streamConnection.removeValue(forKey: stream), let handler = connections[c] else { return }
+            handler.cancel(stream: stream)
+            if !handler.queuedFlush {
+                handler.queuedFlush = true
+                unflushed.append(handler)
+            }
+        case .ping(let c):
+            connections[c]?.ping()
+        case .close(let c):
+            trace("close \(c)")
+            connections[c]?.close()
+        }
+    }
+
+    // MARK: - Connections
+
+    /// Opens connection `c`: TCP (a fresh DNS look-up), the proxy tunnel, TLS, HTTP/2; the handler reports back.
+    func connect(_ c: Int) {
+        trace("connect \(c)")
+        let handler = HTTP2ConnectionHandler(driver: self, connection: c, authority: configuration.serverName ?? configuration.host)
+        connections[c] = handler
+        let tls = self.tls
+        let configuration = self.configuration
+        let serverName = configuration.serverName ?? configuration.host
+        let settings: HTTP2Settings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .initialWindowSize, value: configuration.initialWindowSize),
+        ]
+        let bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(TimeAmount(configuration.delivery.connectTimeout))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    var handlers: [any ChannelHandler] = []
+                    if let proxy = configuration.proxy {
+                        handlers.append(try ProxyConnectHandler(target: configuration.host, port: configuration.port, proxy: proxy))
+                    }
+                    handlers.append(try OpenSSLHandler(context: tls, serverName: serverName))
+                    var connection = NIOHTTP2Handler.ConnectionConfiguration()
+                    connection.initialSettings = settings
+                    var streams = NIOHTTP2Handler.StreamConfiguration()
+                    // A server under load resets streams; that is its answer, not an attack to cut the connection for.
+                    streams.streamResetFrameRateLimit.maximumCount = 100_000
+                    streams.streamErrorRateLimit.maximumCount = 100_000
+                    handlers.append(NIOHTTP2Handler(mode: .client, connectionConfiguration: connection, streamConfiguration: streams))
+                    handlers.append(handler)
+                    try channel.pipeline.syncOperations.addHandlers(handlers)
+                }
+            }
+        let (host, port) = configuration.proxy.map { ($0.host, $0.port) } ?? (configuration.host, configuration.port)
+        bootstrap.connect(host: host, port: port).whenComplete { result in
+            switch result {
+            case .success(let channel):
+                // The machine may have given up on it meanwhile (its connect timeout).
+                if self.connections[c] !== handler { channel.close(promise: nil) }
+            case .failure(let error):
+                guard self.connections[c] === handler else { return }
+                self.connections[c] = nil
+                self.trace("cannot connect \(c): \(error)")
+                self.machine.closed(c, reason: .transient("cannot connect to \(configuration.endpoint): \(error)"), now: self.now)
+                self.step()
+            }
+        }
+    }
+
+    /// Connection `c`'s TLS session is up.
+    func handshakeCompleted(_ c: Int, protocolVersion: String, resumed: Bool) {
+        tlsStatistics.protocolVersion = protocolVersion
+        tlsStatistics.handshakes += 1
+        if resumed { tlsStatistics.resumedHandshakes += 1 }
+        trace("handshake \(c)\(resumed ? " (resumed)" : "")")
+    }
+
+    /// The server's SETTINGS on `c`: the first makes the connection ready.
+    func settings(_ c: Int, maxStreams: Int?, first: Bool) {
+        let cap = configuration.maxStreamsPerConnection
+        let limit = min(cap, maxStreams ?? cap)
+        trace("settings \(c): max streams \(maxStreams.map(String.init) ?? "unlimited")")
+        if first {
+            machine.connected(c, maxStreams: limit, now: now)
+        } else if maxStreams != nil {
+            machine.settingsChanged(c, maxStreams: limit, now: now)
+        }
+        step()
+    }
+
+    func answered(_ stream: Int, _ response: APNsResponse) {
+        trace("answer \(stream): \(response.status) \(response.reason ?? "")")
+        streamConnection[stream] = nil
+        machine.answered(stream, response, now: now)
+        step()
+    }
+
+    func streamFailed(_ stream: Int, unprocessed: Bool, reason: String) {
+        trace("stream \(stream) failed: \(reason)")
+        streamConnection[stream] = nil
+        machine.streamFailed(stream, unprocessed: unprocessed, reason: reason, now: now)
+        step()
+    }
+
+    func goAway(_ c: Int, reason: String?) {
+        trace("GOAWAY on \(c): \(reason ?? "no reason")")
+        machine.goAway(c, reason: reason, now: now)
+        step()
+    }
+
+    func pong(_ c: Int) {
+        machine.pong(c, now: now)
+        step()
+    }
+
+    /// An error on connection `c` (it is closing); kept to explain the close.
+    func failed(_ c: Int, _ error: any Error) {
+        if closeErrors[c] == nil { closeErrors[c] = error }
+    }
+
+    /// Connection `c` ended.
+    func closed(_ c: Int, handler: HTTP2ConnectionHandler) {
+        guard connections[c] === handler else { return }
+        connections[c] = nil
+        let error = closeErrors.removeValue(forKey: c)
+        trace("closed \(c)\(error.map { ": \($0)" } ?? "")")
+        let reason: HTTP2DeliveryMachine.CloseReason
+        if let tlsError = error as? TLSError, Self.isPermanent(tlsError.code) {
+            reason = .permanent("\(configuration.endpoint): \(tlsError)")
+        } else if let proxyError = error as? ProxyError, proxyError.isPermanent {
+            reason = .permanent("\(proxyError)")
+        } else {
+            reason = .transient(error.map { "\($0)" })
+        }
+        machine.closed(c, reason: reason, now: now)
+        step()
+    }
+
+    static func isPermanent(_ code: TLSError.Code) -> Bool {
+        [.unknownCA, .hostNameMismatch, .expiredCertificate, .missingPeerCertificate, .handshakeRefused, .noApplicationProtocol].contains(code)
+    }
+}
+
+/// What the HTTP/2 transport did: the delivery machine's counters and the TLS sessions'.
+@dynamicMemberLookup
+public struct HTTP2TransportStatistics: Sendable, Hashable {
+    public var delivery = HTTP2Statistics()
+    /// Provider tokens signed (one for a run shorter than the refresh interval).
+    public var tokensSigned = 0
+    /// TLS handshakes completed, and how many resumed an earlier session.
+    public var handshakes = 0
+    public var resumedHandshakes = 0
+    /// The TLS version of the latest handshake (e.g. "TLSv1.3").
+    public var protocolVersion: String?
+
+    public init() {}
+
+    public subscript<T>(dynamicMember path: KeyPath<HTTP2Statistics, T>) -> T { delivery[keyPath: path] }
+}

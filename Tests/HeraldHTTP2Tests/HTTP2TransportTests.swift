@@ -1,0 +1,167 @@
+import Crypto
+import HeraldCore
+import HeraldHTTP2Transport
+import HeraldOpenSSL
+import HeraldSimulator
+import HeraldTestSupport
+import HeraldTesting
+import Testing
+
+@testable import HeraldHTTP2
+
+/// The simulator over TLS on loopback, with token authentication by a fresh key.
+struct TLSSimulatorSetup {
+    let simulator: HTTP2Simulator
+    let server: HTTP2SimulatorServer
+    let key: ProviderTokenKey
+
+    static func start(faults: HTTP2SimulatorConfiguration.Faults = .init(), answerDelay: Duration? = nil) async throws -> TLSSimulatorSetup {
+        let signing = P256.Signing.PrivateKey()
+        var config = HTTP2SimulatorConfiguration()
+        config.tokenKeyPEM = signing.publicKey.pemRepresentation
+        config.keyID = "KEY1234567"
+        config.teamID = "TEAM123456"
+        config.faults = faults
+        let simulator = try HTTP2Simulator(configuration: config)
+        let certs = sharedCertificates
+        let server = try await HTTP2SimulatorServer.start(
+            simulator: simulator,
+            tls: .server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: nil),
+            answerDelay: answerDelay)
+        let key = try ProviderTokenKey(pem: signing.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
+        return TLSSimulatorSetup(simulator: simulator, server: server, key: key)
+    }
+
+    func configuration(connections: Int = 1) -> HTTP2TransportConfiguration {
+        var c = HTTP2TransportConfiguration(
+            host: "127.0.0.1", port: server.port, tls: .client(identity: nil, trust: .caFile(sharedCertificates.caCertificate)), providerToken: key)
+        c.serverName = "localhost"
+        c.delivery.connections = connections
+        // Debug builds of swift-nio check their ring buffers' invariants on every change (O(n)):
+        // 1,000 streams per connection would measure that, not Herald.
+        c.maxStreamsPerConnection = 10
+        c.delivery.retryLaterDelay = .milliseconds(50)
+        c.delivery.backoff = BackoffPolicy(initial: .milliseconds(20), maximum: .milliseconds(200))
+        c.drainTimeout = .seconds(60)
+        return c
+    }
+}
+
+/// Sends `envelopes` in batches through `transport` and returns what the ledger saw.
+func sendAll(_ envelopes: [Envelope], through transport: some Transport) async throws -> (OutcomeLedger, OutcomeCollector) {
+    let collector = OutcomeCollector()
+    let ledger = OutcomeLedger(observers: [collector])
+    for start in stride(from: 0, to: envelopes.count, by: 1000) {
+        let batch = Array(envelopes[start..<min(start + 1000, envelopes.count)])
+        ledger.enter(batch.map(\.sequence), count: batch.count)
+        try await transport.send(batch, outcomes: ledger)
+    }
+    await transport.finish(outcomes: ledger)
+    return (ledger, collector)
+}
+
+@Suite("HTTP/2 transport over TLS against the simulator server", .serialized)
+struct HTTP2TransportTests {
+    @Test("100,000 requests over TLS: 1% BadDeviceToken, 0.5% Unregistered, GOAWAY ~1/1000, 503 ~1/1000, 429 ~1/2000: nothing lost or duplicated, one JWT, every 410 with its timestamp")
+    func issueScenario() async throws {
+        var faults = HTTP2SimulatorConfiguration.Faults()
+        faults.seed = 21
+        faults.goAway = 0.001
+        faults.unavailable = 0.001
+        faults.tooManyRequests = 0.0005
+        let setup = try await TLSSimulatorSetup.start(faults: faults)
+        defer { Task { await setup.server.stop() } }
+        let envelopes = try alertEnvelopes(100_000)
+        var bad = Set<UInt64>(), dead = [UInt64: Int64]()
+        for e in envelopes {
+            switch e.sequence % 200 {
+            case 7, 77: bad.insert(e.sequence); setup.simulator.markInvalid(e.request.token)
+            case 123:
+                dead[e.sequence] = 1_699_000_000_000 + Int64(e.sequence)
+                setup.simulator.markUnregistered(e.request.token, at: dead[e.sequence]!)
+            default: break
+            }
+        }
+        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 2))
+        let (ledger, collector) = try await sendAll(envelopes, through: transport)
+
+        let snapshot = ledger.snapshot
+        #expect(snapshot.isBalanced && snapshot.entered == 100_000)
+        #expect(snapshot.failed == 0 && snapshot.dropped == 0)
+        #expect(snapshot.rejected == UInt64(bad.count + dead.count))
+        var unregistered = Set<String>()
+        for r in collector.records where r.outcome != .accepted {
+            if bad.contains(r.sequence) {
+                #expect(r.outcome == .rejected(Status(http: 400, reason: "BadDeviceToken")))
+            } else {
+                #expect(r.outcome == .rejected(Status(http: 410, reason: "Unregistered")))
+                unregistered.insert("\(r.sequence)@\(r.apnsUnregisteredAt ?? -1)")
+            }
+        }
+        #expect(unregistered == Set(dead.map { "\($0.key)@\($0.value)" }))
+        let counters = setup.simulator.counters
+        #expect(counters.duplicates == 0 && counters.delivered == 100_000 - bad.count - dead.count)
+        #expect(counters.goAways > 50 && counters.answers["ServiceUnavailable", default: 0] > 50 && counters.answers["TooManyRequests", default: 0] > 20)
+        let stats = transport.statistics
+        #expect(stats.tokensSigned == 1 && counters.providerTokens.count == 1)
+        #expect(collector.records.allSatisfy { $0.apnsID?.count == 36 })
+        #expect(stats.goAways == counters.goAways && stats.resentUnprocessed > 0)
+        #expect(setup.server.connectionErrors.isEmpty)
+    }
+
+    @Test("a token-auth connection starts at one stream; the limit rises once a token is accepted")
+    func streamLimit() async throws {
+        let setup = try await TLSSimulatorSetup.start()
+        defer { Task { await setup.server.stop() } }
+        let transport = try HTTP2Transport(configuration: setup.configuration())
+        let (ledger, _) = try await sendAll(try alertEnvelopes(2000), through: transport)
+        #expect(ledger.snapshot.accepted == 2000)
+        #expect(setup.simulator.counters.delivered == 2000 && setup.server.connections == 1)
+        #expect(transport.statistics.streams == 2000)
+    }
+
+    @Test("GOAWAY every ~100 requests: what APNs did not process goes out on another connection, nothing twice")
+    func goAways() async throws {
+        var faults = HTTP2SimulatorConfiguration.Faults()
+        faults.seed = 5
+        faults.goAway = 0.01
+        let setup = try await TLSSimulatorSetup.start(faults: faults)
+        defer { Task { await setup.server.stop() } }
+        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 2))
+        let (ledger, _) = try await sendAll(try alertEnvelopes(3000), through: transport)
+        let counters = setup.simulator.counters
+        #expect(ledger.snapshot.accepted == 3000)
+        #expect(counters.duplicates == 0 && counters.delivered == 3000 && counters.goAways > 10)
+        #expect(transport.statistics.goAways == counters.goAways && transport.statistics.resentUnanswered == 0)
+        #expect(setup.server.connectionErrors.isEmpty)
+    }
+
+    @Test("a server that never answers: every request times out, is resent, and fails after its attempts; nothing hangs")
+    func silentServer() async throws {
+        var faults = HTTP2SimulatorConfiguration.Faults()
+        faults.lostAnswer = 1
+        let setup = try await TLSSimulatorSetup.start(faults: faults)
+        defer { Task { await setup.server.stop() } }
+        var config = setup.configuration()
+        config.delivery.requestTimeout = .milliseconds(200)
+        config.delivery.maxAttempts = 2
+        let transport = try HTTP2Transport(configuration: config)
+        let (ledger, collector) = try await sendAll(try alertEnvelopes(20), through: transport)
+        #expect(ledger.snapshot.isBalanced && ledger.snapshot.failed == 20)
+        #expect(collector.records.allSatisfy { if case .failed = $0.outcome { true } else { false } })
+        #expect(transport.statistics.timeouts >= 20)
+    }
+
+    @Test("the wrong CA: the connection is refused once, with the TLS reason, and every request fails with it")
+    func untrustedServer() async throws {
+        let setup = try await TLSSimulatorSetup.start()
+        defer { Task { await setup.server.stop() } }
+        let other = try ThrowawayCertificates.make(in: temporaryDirectory())
+        var config = setup.configuration()
+        config.tls = .client(identity: nil, trust: .caFile(other.caCertificate))
+        let transport = try HTTP2Transport(configuration: config)
+        let (ledger, collector) = try await sendAll(try alertEnvelopes(5), through: transport)
+        #expect(ledger.snapshot.failed == 5)
+        #expect(collector.records.allSatisfy { "\($0.outcome)".contains("unknown CA") || "\($0.outcome)".contains("certificate") })
+    }
+}
