@@ -117,7 +117,7 @@ let package = Package(
             name: "HeraldKit",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
-                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2",
+                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport",
             ]
         ),
         // `herald bench …`: the benchmarks, apart from the executable and the products.
@@ -125,15 +125,16 @@ let package = Package(
             name: "HeraldBenchmarks",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator",
-                "HeraldOpenSSL", "HeraldGateway", "HeraldTesting", "HeraldKit",
+                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .executableTarget(
             name: "herald",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
-                "HeraldBenchmarks",
+                "HeraldHTTP2", "HeraldBenchmarks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

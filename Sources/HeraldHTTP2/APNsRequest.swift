@@ -127,15 +127,23 @@ public enum APNsID {
     }
 
     public static func make(using generator: inout some RandomNumberGenerator) -> String {
-        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
-        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
-        var hex: [UInt8] = []
-        hex.reserveCapacity(36)
-        for (i, b) in bytes.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { hex.append(UInt8(ascii: "-")) }
-            Hex.append(CollectionOfOne(b), to: &hex)
+        // Two draws, not sixteen: the system generator is a system call each.
+        var high = generator.next(), low = generator.next()
+        high = high & ~(0xF << 12) | (0x4 << 12)  // version 4 (byte 6's high nibble)
+        low = low & ~(0xC0 << 56) | (0x80 << 56)  // RFC 4122 variant (byte 8's top bits)
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var k = 0
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    out[k] = UInt8(ascii: "-")
+                    k += 1
+                }
+                let b = UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> (8 * (7 - (i & 7))))
+                out[k] = Hex.digit(b >> 4)
+                out[k + 1] = Hex.digit(b & 0xF)
+                k += 2
+            }
+            return 36
         }
-        return String(decoding: hex, as: UTF8.self)
     }
 }

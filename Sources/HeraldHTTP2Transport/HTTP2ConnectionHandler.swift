@@ -74,7 +74,10 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         headers.add(name: ":path", value: request.path)
         headers.add(name: ":authority", value: authority)
         if let authorization { headers.add(name: "authorization", value: authorization) }
-        for h in request.headers { headers.add(name: h.name, value: h.value) }
+        for h in request.headers {
+            // A unique value would only push useful entries out of the HPACK table.
+            headers.add(name: h.name, value: h.value, indexing: h.name == "apns-id" ? .nonIndexable : .indexable)
+        }
         pending[id] = Pending(stream: stream)
         streamIDs[stream] = id
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: request.body.isEmpty)))), promise: nil)

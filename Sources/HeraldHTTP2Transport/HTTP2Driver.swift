@@ -36,8 +36,10 @@ final class HTTP2Driver: @unchecked Sendable {
     var ledger: OutcomeLedger?
     /// Connections whose channel exists, by the machine's number.
     var connections: [Int: HTTP2ConnectionHandler] = [:]
-    /// The connection each open stream is on (for cancels).
-    var streamConnection: [Int: Int] = [:]
+    /// The connection each open stream is on (for cancels), and when it went out.
+    var streamConnection: [Int: (connection: Int, sentAt: UInt64)] = [:]
+    /// Time from a stream's opening to its answer.
+    var latency = LatencyHistogram()
     /// Why a connection is closing, kept until it has closed.
     var closeErrors: [Int: any Error] = [:]
     /// Connections written to since the last flush.
@@ -47,6 +49,7 @@ final class HTTP2Driver: @unchecked Sendable {
     var drainPromise: EventLoopPromise<Void>?
     var stepping = false
     var stepAgain = false
+    var stepScheduled = false
     var tlsStatistics = HTTP2TransportStatistics()
 
     init(loop: any EventLoop, configuration: HTTP2TransportConfiguration, tls: TLSContext, gate: FlowGate) {
@@ -139,9 +142,23 @@ final class HTTP2Driver: @unchecked Sendable {
         }
     }
 
+    /// Runs ``step()`` once the current read is over: the answers of one read
+    /// are decided together, their outcomes recorded and new streams flushed at once.
+    func requestStep() {
+        guard !stepScheduled else { return }
+        stepScheduled = true
+        loop.execute {
+            self.stepScheduled = false
+            self.step()
+        }
+    }
+
     func scheduleTimer() {
         let next = machine.nextDeadline
         guard next != timerDeadline else { return }
+        // A timer due sooner than needed stays: it finds nothing due and sets the next one.
+        // (The earliest deadline moves at nearly every answer; rescheduling each time costs more.)
+        if let current = timerDeadline, let next, current <= next { return }
         timer?.cancel()
         timerDeadline = next
         guard let next else {
@@ -166,13 +183,13 @@ final class HTTP2Driver: @unchecked Sendable {
                 machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
                 return
             }
-            streamConnection[stream] = c
+            streamConnection[stream] = (c, NIODeadline.now().uptimeNanoseconds)
             if !handler.queuedFlush {
                 handler.queuedFlush = true
                 unflushed.append(handler)
             }
         case .cancel(let stream):
-            guard let c = streamConnection.removeValue(forKey: stream), let handler = connections[c] else { return }
+            guard let c = streamConnection.removeValue(forKey: stream)?.connection, let handler = connections[c] else { return }
             handler.cancel(stream: stream)
             if !handler.queuedFlush {
                 handler.queuedFlush = true
@@ -214,9 +231,12 @@ final class HTTP2Driver: @unchecked Sendable {
                     var connection = NIOHTTP2Handler.ConnectionConfiguration()
                     connection.initialSettings = settings
                     var streams = NIOHTTP2Handler.StreamConfiguration()
-                    // A server under load resets streams; that is its answer, not an attack to cut the connection for.
-                    streams.streamResetFrameRateLimit.maximumCount = 100_000
-                    streams.streamErrorRateLimit.maximumCount = 100_000
+                    // A server resets streams as an answer (nginx resets each stream whose body it did not
+                    // read, with NO_ERROR): not an attack to cut the connection for. Up to 100,000 a second.
+                    streams.streamResetFrameRateLimit.maximumCount = 10_000
+                    streams.streamResetFrameRateLimit.windowLength = .milliseconds(100)
+                    streams.streamErrorRateLimit.maximumCount = 10_000
+                    streams.streamErrorRateLimit.windowLength = .milliseconds(100)
                     handlers.append(NIOHTTP2Handler(mode: .client, connectionConfiguration: connection, streamConfiguration: streams))
                     handlers.append(handler)
                     try channel.pipeline.syncOperations.addHandlers(handlers)
@@ -256,32 +276,34 @@ final class HTTP2Driver: @unchecked Sendable {
         } else if maxStreams != nil {
             machine.settingsChanged(c, maxStreams: limit, now: now)
         }
-        step()
+        requestStep()
     }
 
     func answered(_ stream: Int, _ response: APNsResponse) {
         trace("answer \(stream): \(response.status) \(response.reason ?? "")")
-        streamConnection[stream] = nil
+        if let sent = streamConnection.removeValue(forKey: stream) {
+            latency.record(nanoseconds: NIODeadline.now().uptimeNanoseconds &- sent.sentAt)
+        }
         machine.answered(stream, response, now: now)
-        step()
+        requestStep()
     }
 
     func streamFailed(_ stream: Int, unprocessed: Bool, reason: String) {
         trace("stream \(stream) failed: \(reason)")
         streamConnection[stream] = nil
         machine.streamFailed(stream, unprocessed: unprocessed, reason: reason, now: now)
-        step()
+        requestStep()
     }
 
     func goAway(_ c: Int, reason: String?) {
         trace("GOAWAY on \(c): \(reason ?? "no reason")")
         machine.goAway(c, reason: reason, now: now)
-        step()
+        requestStep()
     }
 
     func pong(_ c: Int) {
         machine.pong(c, now: now)
-        step()
+        requestStep()
     }
 
     /// An error on connection `c` (it is closing); kept to explain the close.

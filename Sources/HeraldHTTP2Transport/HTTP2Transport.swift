@@ -48,6 +48,12 @@ public final class HTTP2Transport: Transport {
     /// What the connections did.
     public var statistics: HTTP2TransportStatistics { driver.published.withLock { $0 } }
 
+    /// Times from opening a stream to its answer: (p50, p90, p99, max) in milliseconds.
+    public func latencyPercentiles() async -> (p50: Double, p90: Double, p99: Double, max: Double) {
+        let h = (try? await driver.loop.submit { self.driver.latency }.get()) ?? LatencyHistogram()
+        return (h.percentileMilliseconds(0.5), h.percentileMilliseconds(0.9), h.percentileMilliseconds(0.99), Double(h.maxNanoseconds) / 1_000_000)
+    }
+
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
         var items: [HTTP2Item] = []
         items.reserveCapacity(batch.count)

@@ -27,16 +27,10 @@ enum HTTP2SimulatorTransportFactory {
         var configuration = HTTP2SimulatorConfiguration()
         configuration.bundleID = try node.string("bundleID") ?? configuration.bundleID
         var tokens: ProviderTokens?
-        if node.has("providerToken") {
-            let t = try node.child("providerToken")
-            guard let file = try t.path("keyFile") else { throw t.error("keyFile", "required: the .p8 file Apple gave for the key") }
-            guard let keyID = try t.string("keyID") else { throw t.error("keyID", "required: the key's 10-character id") }
-            guard let teamID = try t.string("teamID") else { throw t.error("teamID", "required: the team's 10-character id") }
-            let key: ProviderTokenKey
-            do { key = try ProviderTokenKey(p8File: file, keyID: keyID, teamID: teamID) } catch { throw t.error("keyFile", error.description) }
+        if let key = try providerTokenKey(node) {
             configuration.tokenKeyPEM = key.publicKeyPEM
-            configuration.keyID = keyID
-            configuration.teamID = teamID
+            configuration.keyID = key.keyID
+            configuration.teamID = key.teamID
             tokens = ProviderTokens(key: key)
         }
         let f = try node.child("faults")
@@ -56,5 +50,15 @@ enum HTTP2SimulatorTransportFactory {
         var policy = HTTP2DeliveryPolicy()
         policy.connections = try node.int("connections", in: 1...64) ?? 1
         return HTTP2SimulatorTransport(simulator: simulator, tokens: tokens, policy: policy)
+    }
+
+    /// `providerToken: {"keyFile": "AuthKey_….p8", "keyID": "…", "teamID": "…"}`, if given.
+    static func providerTokenKey(_ node: ConfigNode) throws(ConfigError) -> ProviderTokenKey? {
+        guard node.has("providerToken") else { return nil }
+        let t = try node.child("providerToken")
+        guard let file = try t.path("keyFile") else { throw t.error("keyFile", "required: the .p8 file Apple gave for the key") }
+        guard let keyID = try t.string("keyID") else { throw t.error("keyID", "required: the key's 10-character id") }
+        guard let teamID = try t.string("teamID") else { throw t.error("teamID", "required: the team's 10-character id") }
+        do { return try ProviderTokenKey(p8File: file, keyID: keyID, teamID: teamID) } catch { throw t.error("keyFile", error.description) }
     }
 }

@@ -2,6 +2,7 @@ import HeraldCore
 import HeraldRecorder
 import HeraldSimulator
 import HeraldGateway
+import HeraldHTTP2Transport
 import HeraldOpenSSL
 import Synchronization
 
@@ -47,6 +48,9 @@ public final class HeraldRegistry: Sendable {
         }
         r.registerTransport("http2-simulator") { node, _ in
             try HTTP2SimulatorTransportFactory.make(node)
+        }
+        r.registerTransport("http2") { node, _ in
+            try HTTP2Transport.make(node)
         }
         r.registerTransport("gateway") { node, _ in
             try GatewayTransport.make(node)

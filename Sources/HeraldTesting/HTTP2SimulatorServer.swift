@@ -77,8 +77,10 @@ public final class HTTP2SimulatorServer: Sendable {
                     connectionConfiguration.initialSettings = settings
                     var streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
                     // Providers cancel streams they gave up on; that is not an attack.
-                    streamConfiguration.streamResetFrameRateLimit.maximumCount = 100_000
-                    streamConfiguration.streamErrorRateLimit.maximumCount = 100_000
+                    streamConfiguration.streamResetFrameRateLimit.maximumCount = 10_000
+                    streamConfiguration.streamResetFrameRateLimit.windowLength = .milliseconds(100)
+                    streamConfiguration.streamErrorRateLimit.maximumCount = 10_000
+                    streamConfiguration.streamErrorRateLimit.windowLength = .milliseconds(100)
                     try channel.pipeline.syncOperations.addHandlers([
                         try OpenSSLHandler(context: context),
                         NIOHTTP2Handler(mode: .server, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration),

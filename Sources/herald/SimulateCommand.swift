@@ -17,7 +17,7 @@ import Synchronization
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Serve the APNs simulator over TLS on loopback (gateway and feedback), requiring a client certificate.",
+        abstract: "Serve the APNs simulator over TLS on loopback: the binary gateway and feedback (client certificate required), or with --http2 the HTTP/2 provider API.",
         discussion: """
             Prints one JSON line with the ports, e.g. \
             {"host":"127.0.0.1","gateway_port":40123,"feedback_port":40124,"server_name":"localhost",...}, \
@@ -28,6 +28,9 @@ struct SimulateCommand: AsyncParsableCommand {
             Examples:
               herald certs /tmp/herald-certs && herald simulate --certs /tmp/herald-certs
               herald simulate --certs DIR --unknown-tokens invalid --invalid-token <hex>
+              herald simulate --http2 --certs DIR --token-key AuthKey.p8 --key-id KEY1234567 --team-id TEAM123456
+
+            With --http2 the first line is {"host":…,"port":…,"server_name":"localhost","ca":…}; with             --token-key requests need a provider token signed by that key (its public half verifies them),             without it a client certificate signed by the CA.
             """
     )
 
@@ -64,23 +67,17 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("uninstalled-token"), help: "A hex token whose app is uninstalled: accepted, then listed by the feedback service (repeatable).")
     var uninstalledTokens: [String] = []
 
+    @OptionGroup(title: "HTTP/2 (--http2)")
+    var http2: HTTP2SimulateOptions
+
     func run() async throws {
         guard ["127.0.0.1", "::1", "localhost"].contains(host) || host.hasPrefix("127.") else {
             throw SetupError("herald simulate listens on loopback only (127.0.0.1 or ::1), not \(host)")
         }
-        let serverCertificate: String, serverKey: String, ca: String
-        if let certs {
-            let files = ThrowawayCertificates(directory: certs)
-            serverCertificate = certificate ?? files.serverCertificate
-            serverKey = key ?? files.serverKey
-            ca = clientCa ?? files.caCertificate
-        } else {
-            guard let certificate, let key, let clientCa else {
-                throw SetupError("give --certs DIR (from `herald certs DIR`), or --certificate, --key and --client-ca")
-            }
-            serverCertificate = certificate
-            serverKey = key
-            ca = clientCa
+        let (serverCertificate, serverKey, ca) = try files()
+        if http2.http2 {
+            try await http2.serve(host: host == "localhost" ? "127.0.0.1" : host, certificate: serverCertificate, key: serverKey, ca: ca)
+            return
         }
         let tls: TLSContext
         do {
@@ -117,6 +114,25 @@ struct SimulateCommand: AsyncParsableCommand {
         summary.add("rejected", c.rejected.values.reduce(0, +))
         summary.add("tls_errors", server.connectionErrors.count)
         summary.print()
+    }
+
+    /// The server certificate, its key and the CA, from --certs or the single options.
+    func files() throws -> (certificate: String, key: String, ca: String) {
+        let serverCertificate: String, serverKey: String, ca: String
+        if let certs {
+            let files = ThrowawayCertificates(directory: certs)
+            serverCertificate = certificate ?? files.serverCertificate
+            serverKey = key ?? files.serverKey
+            ca = clientCa ?? files.caCertificate
+        } else {
+            guard let certificate, let key, let clientCa else {
+                throw SetupError("give --certs DIR (from `herald certs DIR`), or --certificate, --key and --client-ca")
+            }
+            serverCertificate = certificate
+            serverKey = key
+            ca = clientCa
+        }
+        return (serverCertificate, serverKey, ca)
     }
 
     func token(_ hex: String) throws -> DeviceToken {

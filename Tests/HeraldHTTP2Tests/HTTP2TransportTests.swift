@@ -15,7 +15,9 @@ struct TLSSimulatorSetup {
     let server: HTTP2SimulatorServer
     let key: ProviderTokenKey
 
-    static func start(faults: HTTP2SimulatorConfiguration.Faults = .init(), answerDelay: Duration? = nil) async throws -> TLSSimulatorSetup {
+    static func start(
+        faults: HTTP2SimulatorConfiguration.Faults = .init(), answerDelay: Duration? = nil, host: String = "127.0.0.1"
+    ) async throws -> TLSSimulatorSetup {
         let signing = P256.Signing.PrivateKey()
         var config = HTTP2SimulatorConfiguration()
         config.tokenKeyPEM = signing.publicKey.pemRepresentation
@@ -27,14 +29,14 @@ struct TLSSimulatorSetup {
         let server = try await HTTP2SimulatorServer.start(
             simulator: simulator,
             tls: .server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: nil),
-            answerDelay: answerDelay)
+            host: host, answerDelay: answerDelay)
         let key = try ProviderTokenKey(pem: signing.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
         return TLSSimulatorSetup(simulator: simulator, server: server, key: key)
     }
 
     func configuration(connections: Int = 1) -> HTTP2TransportConfiguration {
         var c = HTTP2TransportConfiguration(
-            host: "127.0.0.1", port: server.port, tls: .client(identity: nil, trust: .caFile(sharedCertificates.caCertificate)), providerToken: key)
+            host: server.host, port: server.port, tls: .client(identity: nil, trust: .caFile(sharedCertificates.caCertificate)), providerToken: key)
         c.serverName = "localhost"
         c.delivery.connections = connections
         // Debug builds of swift-nio check their ring buffers' invariants on every change (O(n)):
@@ -134,6 +136,17 @@ struct HTTP2TransportTests {
         #expect(counters.duplicates == 0 && counters.delivered == 3000 && counters.goAways > 10)
         #expect(transport.statistics.goAways == counters.goAways && transport.statistics.resentUnanswered == 0)
         #expect(setup.server.connectionErrors.isEmpty)
+    }
+
+    @Test("IPv6: the same over ::1, slow answers included")
+    func ipv6() async throws {
+        let setup = try await TLSSimulatorSetup.start(answerDelay: .milliseconds(30), host: "::1")
+        defer { Task { await setup.server.stop() } }
+        let transport = try HTTP2Transport(configuration: setup.configuration())
+        let (ledger, _) = try await sendAll(try alertEnvelopes(300), through: transport)
+        #expect(ledger.snapshot.accepted == 300 && setup.simulator.counters.delivered == 300)
+        let latency = await transport.latencyPercentiles()
+        #expect(latency.p50 >= 25 && latency.p50 < 5000)
     }
 
     @Test("a server that never answers: every request times out, is resent, and fails after its attempts; nothing hangs")

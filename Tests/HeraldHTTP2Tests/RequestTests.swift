@@ -1,3 +1,4 @@
+import Foundation
 import HeraldCore
 import HeraldJSON
 import Testing
@@ -138,5 +139,28 @@ struct RequestTests {
         let good = #"{"token":"00","alert":"a","push-type":"voip","collapse-id":"c","apns-id":"7c1e6f0a-1b2c-4d3e-8f40-5a6b7c8d9e0f"}"#
         let r = try RequestDecoder().decode(JSONParser.parse(good))
         #expect(r.pushType == .voip && r.collapseID == "c" && r.apnsID == fixedID)
+    }
+
+    @Test("apns-id: canonical lowercase version-4 UUIDs, byte-exact from a known generator, and unique")
+    func apnsIDs() {
+        var g = SeededGenerator(seed: 1)
+        var copy = g
+        let id = APNsID.make(using: &g)
+        let high = copy.next(), low = copy.next()
+        let bytes = (0..<16).map { i in UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> (8 * (7 - (i & 7)))) }
+        var hex = bytes.map { String(format: "%02x", $0) }
+        hex[6] = "4" + hex[6].dropFirst()
+        hex[8] = String(format: "%02x", bytes[8] & 0x3F | 0x80)
+        let expected = hex[0..<4].joined() + "-" + hex[4..<6].joined() + "-" + hex[6..<8].joined() + "-" + hex[8..<10].joined() + "-" + hex[10...].joined()
+        #expect(id == expected)
+        var seen = Set<String>()
+        for _ in 0..<10_000 {
+            let id = APNsID.random()
+            let parts = id.split(separator: "-")
+            #expect(parts.map(\.count) == [8, 4, 4, 4, 12] && parts[2].first == "4" && "89ab".contains(parts[3].first!))
+            #expect(id == id.lowercased())
+            seen.insert(id)
+        }
+        #expect(seen.count == 10_000)
     }
 }

@@ -270,9 +270,11 @@ public struct HTTP2DeliveryMachine: Sendable {
                 actions.append(.connect(lastConnection))
                 continue
             }
-            let conn = slots[s].connection!
-            guard conn.ready else { continue }
-            var room = conn.maxStreams - conn.open.count
+            // Fields, not a copy of the connection: a copy would share `open`, and the
+            // first insert below would then copy the whole set.
+            guard slots[s].connection!.ready else { continue }
+            let connID = slots[s].connection!.id
+            var room = slots[s].connection!.maxStreams - slots[s].connection!.open.count
             while room > 0, let item = queue.popFirst() {
                 var authorization: String?
                 if tokens != nil {
@@ -285,10 +287,10 @@ public struct HTTP2DeliveryMachine: Sendable {
                 lastStream += 1
                 statistics.streams += 1
                 sendOrder.append(lastStream)
-                inFlight[lastStream] = InFlight(item: item, connection: conn.id, deadline: now + policy.requestTimeout, authorization: authorization)
+                inFlight[lastStream] = InFlight(item: item, connection: connID, deadline: now + policy.requestTimeout, authorization: authorization)
                 slots[s].connection!.open.insert(lastStream)
                 slots[s].connection!.lastActivity = now
-                actions.append(.send(connection: conn.id, stream: lastStream, request: item.request, authorization: authorization))
+                actions.append(.send(connection: connID, stream: lastStream, request: item.request, authorization: authorization))
                 room -= 1
             }
         }

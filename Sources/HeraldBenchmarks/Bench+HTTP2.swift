@@ -1,0 +1,216 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import HeraldCore
+import HeraldHTTP2
+import HeraldHTTP2Transport
+import HeraldJSON
+import HeraldOpenSSL
+import HeraldSimulator
+import HeraldTesting
+
+/// `herald bench http2`: notifications per second through the HTTP/2 transport
+/// over TLS, to the HTTP/2 simulator served on loopback (both ends in this
+/// process, token authentication) on 1 and N connections, with the in-memory
+/// HTTP/2 simulator transport (same delivery machine, no TLS, no HTTP/2
+/// framing) as the baseline in the same run; or, with `--url`, to any HTTP/2
+/// server, and with `--h2load` beside what nghttp2's `h2load` reaches against
+/// the same server in the same run.
+struct BenchHTTP2: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "http2",
+        abstract: "Notifications per second over HTTP/2 and TLS: to the simulator on loopback (1 and N connections), or to --url beside h2load.",
+        discussion: """
+            Against nginx (docs/http2.md, "Benchmarks"): serve `location / { return 200; }` over `listen … ssl http2;`, then
+              herald bench http2 --url https://127.0.0.1:8443 --ca ca.pem --server-name localhost --h2load
+            """
+    )
+
+    @Option(help: "Notifications per run.")
+    var count = 200_000
+
+    @Option(help: "Connections for the parallel run.")
+    var connections = 4
+
+    @Option(help: "Notifications per batch handed to the transport.")
+    var batchSize = 1000
+
+    @Option(help: "Streams per connection (the server's limit caps it).")
+    var maxStreams = 1000
+
+    @Option(help: "Any HTTP/2 server (https://host:port) instead of the simulator: one connection, no provider token.")
+    var url: String?
+
+    @Option(help: "With --url: the CA that signed the server's certificate (PEM); the system's store otherwise.")
+    var ca: String?
+
+    @Option(help: "With --url: the name the server's certificate carries, if not the URL's host.")
+    var serverName: String?
+
+    @Flag(help: "With --url: also run h2load (nghttp2-client) with the same requests, streams and one connection, and report the ratio.")
+    var h2load = false
+
+    static let payload = Array(#"{"aps":{"alert":"Hello from Herald","badge":1,"sound":"default"}}"#.utf8)
+    static let topic = "com.example.app"
+
+    func envelopes() -> [Envelope] {
+        (0..<count).map { i in
+            let token = DeviceToken(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ (i & 1023) &* 7 &+ 1) })
+            var e = Envelope(sequence: UInt64(i), request: NotificationRequest(token: token, id: UInt32(truncatingIfNeeded: i), topic: Self.topic))
+            e.payload = Self.payload
+            return e
+        }
+    }
+
+    func drive(_ transport: any Transport, _ envelopes: [Envelope]) async throws -> (Double, LedgerSnapshot) {
+        let ledger = OutcomeLedger(tracksIdentity: false)
+        let seconds = try await measure {
+            for start in stride(from: 0, to: envelopes.count, by: batchSize) {
+                let batch = Array(envelopes[start..<min(start + batchSize, envelopes.count)])
+                ledger.enter(EmptyCollection(), count: batch.count)
+                try await transport.send(batch, outcomes: ledger)
+            }
+            await transport.finish(outcomes: ledger)
+        }
+        return (seconds, ledger.snapshot)
+    }
+
+    func report(_ r: inout JSONLine, _ prefix: String, seconds: Double, snapshot: LedgerSnapshot, transport: HTTP2Transport) async {
+        let latency = await transport.latencyPercentiles()
+        r.add("\(prefix)_per_second", (Double(count) / seconds).rounded())
+        r.add("\(prefix)_accepted", Int(snapshot.accepted))
+        r.add("\(prefix)_latency_ms_p50", latency.p50)
+        r.add("\(prefix)_latency_ms_p90", latency.p90)
+        r.add("\(prefix)_latency_ms_p99", latency.p99)
+        r.add("\(prefix)_latency_ms_max", latency.max)
+    }
+
+    func run() async throws {
+        let envelopes = envelopes()
+        var r = JSONLine()
+        r.add("benchmark", "http2")
+        r.add("notifications", count)
+        r.add("payload_bytes", Self.payload.count)
+        r.add("max_streams", maxStreams)
+        if let url {
+            try await againstURL(url, envelopes, &r)
+        } else {
+            try await againstSimulator(envelopes, &r)
+        }
+        r.add("peak_rss_mib", peakResidentMiB())
+        r.print()
+    }
+
+    func againstSimulator(_ envelopes: [Envelope], _ r: inout JSONLine) async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-bench-http2-\(UUID().uuidString)").path
+        let certs = try ThrowawayCertificates.make(in: dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let signing = P256.Signing.PrivateKey()
+        let key = try ProviderTokenKey(pem: signing.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
+        func simulator() throws -> HTTP2Simulator {
+            var c = HTTP2SimulatorConfiguration()
+            c.bundleID = Self.topic
+            c.tokenKeyPEM = key.publicKeyPEM
+            c.keyID = key.keyID
+            c.teamID = key.teamID
+            c.maxConcurrentStreams = maxStreams
+            return try HTTP2Simulator(configuration: c)
+        }
+        func overTLS(_ connections: Int) async throws -> (Double, LedgerSnapshot, HTTP2Transport, HTTP2SimulatorCounters) {
+            let sim = try simulator()
+            let server = try await HTTP2SimulatorServer.start(
+                simulator: sim, tls: .server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: nil))
+            var c = HTTP2TransportConfiguration(
+                host: "127.0.0.1", port: server.port, tls: .client(identity: nil, trust: .caFile(certs.caCertificate)), providerToken: key)
+            c.serverName = "localhost"
+            c.delivery.connections = connections
+            c.maxStreamsPerConnection = maxStreams
+            c.maxQueued = max(c.maxQueued, 2 * maxStreams * connections + batchSize)
+            let transport = try HTTP2Transport(configuration: c)
+            let (seconds, snapshot) = try await drive(transport, envelopes)
+            await server.stop()
+            return (seconds, snapshot, transport, sim.counters)
+        }
+        let one = try await overTLS(1)
+        let many = try await overTLS(connections)
+        var policy = HTTP2DeliveryPolicy()
+        policy.connections = 1
+        let memory = try simulator()
+        let (memorySeconds, memorySnapshot) = try await drive(
+            HTTP2SimulatorTransport(simulator: memory, tokens: ProviderTokens(key: key), policy: policy), envelopes)
+
+        r.add("connections", connections)
+        await report(&r, "tls_1_connection", seconds: one.0, snapshot: one.1, transport: one.2)
+        await report(&r, "tls_\(connections)_connections", seconds: many.0, snapshot: many.1, transport: many.2)
+        r.add("in_memory_per_second", (Double(count) / memorySeconds).rounded())
+        r.add("ratio_1_connection_to_in_memory", memorySeconds / one.0, places: 3)
+        r.add("provider_tokens_signed", one.2.statistics.tokensSigned + many.2.statistics.tokensSigned)
+        r.add("duplicates", one.3.duplicates + many.3.duplicates)
+        for (name, s) in [("1 connection", one.1), ("\(connections) connections", many.1), ("in memory", memorySnapshot)]
+        where !(s.isBalanced && s.accepted == UInt64(count)) {
+            throw BenchError("http2 bench (\(name)): \(s.accepted) of \(count) accepted, \(s.failed) failed, \(s.dropped) dropped")
+        }
+    }
+
+    func againstURL(_ url: String, _ envelopes: [Envelope], _ r: inout JSONLine) async throws {
+        guard url.hasPrefix("https://") else { throw ValidationError("--url must be https://host:port") }
+        let rest = url.dropFirst("https://".count).prefix { $0 != "/" }
+        let host: String, port: Int
+        if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") {
+            host = String(rest[rest.index(after: rest.startIndex)..<close])
+            port = Int(rest[close...].dropFirst(2)) ?? 443
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = String(rest[..<colon])
+            port = Int(rest[colon...].dropFirst()) ?? 443
+        } else {
+            host = String(rest)
+            port = 443
+        }
+        var c = HTTP2TransportConfiguration(host: host, port: port, tls: .client(identity: nil, trust: ca.map(TLSTrust.caFile) ?? .system))
+        c.serverName = serverName
+        c.delivery.connections = 1
+        c.maxStreamsPerConnection = maxStreams
+        c.maxQueued = max(c.maxQueued, 2 * maxStreams + batchSize)
+        let transport = try HTTP2Transport(configuration: c)
+        let (seconds, snapshot) = try await drive(transport, envelopes)
+        r.add("url", url)
+        await report(&r, "herald", seconds: seconds, snapshot: snapshot, transport: transport)
+        r.add("herald_connections_opened", transport.statistics.connections)
+        r.add("herald_goaways", transport.statistics.goAways)
+        guard snapshot.isBalanced && snapshot.accepted == UInt64(count) else {
+            throw BenchError("http2 bench: \(snapshot.accepted) of \(count) accepted, \(snapshot.failed) failed (is the server answering 200?)")
+        }
+        guard h2load else { return }
+        let rate = try runH2load(host: host, port: port)
+        r.add("h2load_per_second", rate.rounded())
+        r.add("ratio_to_h2load", (Double(count) / seconds) / rate, places: 3)
+    }
+
+    /// Runs h2load with the same requests (POST of the same payload to a device path), one connection, the same streams.
+    func runH2load(host: String, port: Int) throws -> Double {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-h2load-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let body = dir.appendingPathComponent("payload.json")
+        try Data(Self.payload).write(to: body)
+        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let token = String(repeating: "ab", count: 32)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["h2load", "-n", String(count), "-c", "1", "-m", String(maxStreams), "-d", body.path,
+                       "-H", "apns-topic: \(Self.topic)", "-H", "apns-push-type: alert",
+                       "https://\(authority)/3/device/\(token)"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        // "finished in 1.23s, 81234.56 req/s, …"
+        guard p.terminationStatus == 0, let line = text.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
+              let field = line.split(separator: ",").dropFirst().first, let rate = Double(field.trimmingCharacters(in: .whitespaces).split(separator: " ")[0]),
+              text.contains("\(count) succeeded")
+        else { throw BenchError("h2load did not finish cleanly (is nghttp2-client installed?):\n\(text.suffix(800))") }
+        return rate
+    }
+}
