@@ -2,7 +2,7 @@ import Foundation
 import HeraldTestSupport
 import Testing
 
-@Suite("herald send over the in-memory HTTP/2 simulator")
+@Suite("herald send over HTTP/2: the in-memory simulator, and herald simulate --http2 over TLS")
 struct HTTP2SendTests {
     @Test("a .p8 key signs the JWT the simulator verifies; outcome lines carry status, reason, apnsId and 410's timestamp; the 410 reaches the token store")
     func send() throws {
@@ -45,6 +45,50 @@ struct HTTP2SendTests {
         #expect(store.contains(gone) && !store.contains(good))
         for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
             #expect(!stderr.contains(secret), "no key or JWT in the output")
+        }
+    }
+
+    @Test("over TLS: herald send with transport http2 to herald simulate --http2; the 410 reaches the token store, and the next run suppresses it")
+    func sendOverTLS() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certs = sharedCertificates
+        _ = try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
+        let good = String(repeating: "ab", count: 32), bad = String(repeating: "cd", count: 32), gone = String(repeating: "ef", count: 32)
+        let simulator = try ExternalServer(try heraldExecutable().path, [
+            "simulate", "--http2", "--certs", certs.directory, "--token-key", dir + "/AuthKey.p8", "--key-id", "KEY1234567",
+            "--team-id", "TEAM123456", "--bad-token", bad, "--unregistered-token", gone, "--go-away", "0.01", "--max-streams", "10",
+        ])
+        let port = simulator.ready["port"] as! Int
+        try #"""
+        {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.jsonl"},
+         "transport":{"type":"http2","host":"127.0.0.1","port":\#(port),"serverName":"localhost","caFile":"\#(certs.caCertificate)",
+                      "topic":"com.example.app","connections":2,
+                      "providerToken":{"keyFile":"AuthKey.p8","keyID":"KEY1234567","teamID":"TEAM123456"}}}
+        """#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        var lines = (0..<300).map { #"{"id":\#($0),"token":"\#(good)","alert":"hi \#($0)"}"# }
+        lines += [#"{"id":900,"token":"\#(bad)","alert":"x"}"#, #"{"id":901,"token":"\#(gone)","alert":"x"}"#]
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
+
+        let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        #expect(status == 0, "\(stderr)")
+        let first = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
+        #expect(first.count == 302)
+        #expect(first.filter { $0.contains(#""outcome":"accepted""#) }.count == 300)
+        #expect(first.contains { $0.contains(#""id":900"#) && $0.contains(#""status":400,"reason":"BadDeviceToken""#) })
+        #expect(first.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
+
+        // The same requests again: the dead token is suppressed before it reaches the wire.
+        let (again, _, stderr2) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        #expect(again == 0, "\(stderr2)")
+        let second = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
+        #expect(second.contains { $0.contains(#""id":901"#) && $0.contains(#""outcome":"suppressed""#) })
+        #expect(second.filter { $0.contains(#""outcome":"accepted""#) }.count == 300)
+        let summary = simulator.stop(interrupt: true)
+        #expect(summary["delivered"] as? Int == 600 && summary["duplicates"] as? Int == 0 && summary["provider_tokens"] as? Int == 2)
+        #expect(summary["errors"] as? Int == 0)
+        for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
+            #expect(!stderr.contains(secret) && !stderr2.contains(secret), "no key or JWT in the output")
         }
     }
 }
