@@ -1,3 +1,4 @@
+import HeraldCore
 import HeraldOpenSSL
 import CHeraldOpenSSL
 import COpenSSL
@@ -155,9 +156,12 @@ public struct ThrowawayCertificates: Sendable, Hashable {
         try client.writePKCS12(to: files.clientP12, password: secret, including: ca)
         let fd = open(files.passphraseFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         guard fd >= 0 else { throw TLSError(.unreadableFile, "cannot write \(files.passphraseFile)") }
-        let line = Array((secret + "\n").utf8)
-        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
+        defer { close(fd) }
+        do {
+            try writeAll(fd, Array((secret + "\n").utf8), to: files.passphraseFile)
+        } catch {
+            throw TLSError(.unreadableFile, "cannot write \(files.passphraseFile): \(error)")
+        }
         return files
     }
 }
