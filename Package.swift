@@ -173,6 +173,8 @@ let package = Package(
                 "HeraldTestSupport", "HeraldCore", "HeraldHTTP2", "HeraldJSON", "HeraldSimulator", "HeraldPayload", "HeraldOpenSSL",
                 "HeraldHTTP2Transport", "HeraldTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         .testTarget(
