@@ -256,7 +256,8 @@ final class HTTP2Driver: @unchecked Sendable {
                 guard self.connections[c] === handler else { return }
                 self.connections[c] = nil
                 self.trace("cannot connect \(c): \(error)")
-                self.machine.closed(c, reason: .transient("cannot connect to \(configuration.endpoint): \(error)"), now: self.now)
+                let target = configuration.proxy.map { "the proxy \($0) (for \(configuration.endpoint))" } ?? configuration.endpoint
+                self.machine.closed(c, reason: .transient("cannot connect to \(target): \(error)"), now: self.now)
                 self.step()
             }
         }

@@ -1,0 +1,88 @@
+import Foundation
+import HeraldCore
+import HeraldHTTP2Transport
+import HeraldSimulator
+import HeraldTestSupport
+import Testing
+
+struct ProxySetupError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released).
+func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw ProxySetupError(description: "no free port: \(String(cString: strerror(errno)))") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Waits until something accepts connections on 127.0.0.1:`port`.
+func waitForListener(_ port: Int, seconds: Double = 20) throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let ok = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        close(fd)
+        if ok { return }
+        usleep(100_000)
+    }
+    throw ProxySetupError(description: "nothing listens on 127.0.0.1:\(port) after \(seconds) s")
+}
+
+@Suite("HTTP/2 through a real HTTPS proxy (proxy.py from PyPI)", .serialized)
+struct HTTP2ProxyTests {
+    @Test("CONNECT through proxy.py, TLS and HTTP/2 inside the tunnel: every request answered once; a proxy that is not there fails with its address")
+    func throughProxy() async throws {
+        let python = try interopPython()
+        let port = try freeLoopbackPort()
+        // proxy.py runs its acceptor and workers as child processes: stopping it means killing them too.
+        let proxy = Process()
+        proxy.executableURL = URL(fileURLWithPath: python)
+        proxy.arguments = ["-m", "proxy", "--hostname", "127.0.0.1", "--port", "\(port)", "--num-workers", "1", "--num-acceptors", "1"]
+        proxy.standardOutput = FileHandle.nullDevice
+        proxy.standardError = FileHandle.nullDevice
+        try proxy.run()
+        let pid = proxy.processIdentifier
+        func stopProxy() {
+            _ = try? runCommand("/usr/bin/pkill", ["-KILL", "-P", "\(pid)"])
+            kill(pid, SIGKILL)
+            proxy.waitUntilExit()
+        }
+        defer { stopProxy() }
+        try waitForListener(port)
+
+        let setup = try await TLSSimulatorSetup.start()
+        defer { Task { await setup.server.stop() } }
+        var config = setup.configuration()
+        config.proxy = HTTPProxy(host: "127.0.0.1", port: port)
+        let transport = try HTTP2Transport(configuration: config)
+        let (ledger, _) = try await sendAll(try alertEnvelopes(500), through: transport)
+        #expect(ledger.snapshot.accepted == 500)
+        #expect(setup.simulator.counters.delivered == 500 && setup.simulator.counters.duplicates == 0)
+        #expect(transport.statistics.connections == 1)
+
+        // No proxy on that port any more: every request fails, naming why.
+        stopProxy()
+        var gone = setup.configuration()
+        gone.proxy = HTTPProxy(host: "127.0.0.1", port: port)
+        gone.delivery.maxOutage = .milliseconds(500)
+        let unreachable = try HTTP2Transport(configuration: gone)
+        let (failedLedger, collector) = try await sendAll(try alertEnvelopes(3), through: unreachable)
+        #expect(failedLedger.snapshot.failed == 3)
+        #expect(collector.records.allSatisfy { "\($0.outcome)".contains("no connection to APNs") })
+    }
+}
