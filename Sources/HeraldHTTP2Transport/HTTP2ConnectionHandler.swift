@@ -165,7 +165,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A stream error ends that stream only (its StreamClosedEvent reports it); the connection carries on.
         if error is NIOHTTP2Errors.StreamError { return }
-        driver.failed(connection, error)
+        // After a GOAWAY, swift-nio-http2 takes a late RST_STREAM (nginx resets each stream whose
+        // body it did not read) on a connection whose last stream closed as an error: a normal end.
+        if goAwayLastStreamID == nil || !(error is NIOHTTP2Errors.IOOnClosedConnection) { driver.failed(connection, error) }
         context.close(promise: nil)
     }
 

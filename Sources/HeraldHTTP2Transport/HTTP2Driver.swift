@@ -320,6 +320,9 @@ final class HTTP2Driver: @unchecked Sendable {
     func closed(_ c: Int, handler: HTTP2ConnectionHandler) {
         guard connections[c] === handler else { return }
         connections[c] = nil
+        // Sends the machine decided before the close (in this read, still waiting for the step)
+        // were never written: performed now, they come back unprocessed, not as possible duplicates.
+        for action in machine.takeActions() { perform(action) }
         let error = closeErrors.removeValue(forKey: c)
         trace("closed \(c)\(error.map { ": \($0)" } ?? "")")
         let reason: HTTP2DeliveryMachine.CloseReason

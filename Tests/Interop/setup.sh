@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Make (once) the Python venv the interop tests use, with the PyPI package
-# apns3 in it, and print the path of its python on stdout (nothing else goes
-# to stdout). Idempotent and safe to run concurrently (flock).
+# Make (once) the Python venv the interop tests use, with the PyPI packages
+# apns3 (apns3_client.py), h2 and cryptography (h2_client.py) and proxy.py
+# (the HTTPS proxy of HTTP2ProxyTests) in it, and
+# print the path of its python on stdout (nothing else goes to stdout).
+# Idempotent and safe to run concurrently (flock).
 #
 #   HERALD_INTEROP_VENV   venv directory (default .build/interop-venv; a
 #                         relative path is taken from the repository root)
 #   HERALD_INTEROP_PYTHON python used to create it (default python3, >= 3.8)
 #
 # apns3 is pinned: apns3_client.py works around bugs in this exact version.
+# h2 and cryptography are held to their major versions (h2_client.py uses
+# h2's 4.x event API and cryptography's EC signing).
 set -euo pipefail
 
 APNS3_SPEC="apns3==1.0.0"
+H2_SPECS=("h2>=4.1,<5" "cryptography>=41")
+# proxy.py: the HTTPS proxy HTTP2ProxyTests tunnels through (CONNECT).
+PROXY_SPEC="proxy.py>=2.4,<3"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 venv="${HERALD_INTEROP_VENV:-.build/interop-venv}"
@@ -29,7 +36,10 @@ fail() {
 # defines a placeholder first; so does this check).
 check='import ssl
 if not hasattr(ssl, "wrap_socket"): ssl.wrap_socket = None
-import apns3'
+import apns3
+import h2.connection, h2.config, h2.events, h2.settings
+from cryptography.hazmat.primitives.asymmetric import ec
+import proxy'
 
 ready() {
     [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1
@@ -57,9 +67,9 @@ if ! ready; then
         "$python" -m venv "$venv" >&2 \
             || fail "'$python -m venv $venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" >&2 \
-        || fail "'pip install $APNS3_SPEC' into $venv failed (is PyPI reachable?)"
-    ready || fail "apns3 does not import in $venv after installing it"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" >&2 \
+        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC' into $venv failed (is PyPI reachable?)"
+    ready || fail "apns3, h2, cryptography or proxy.py does not import in $venv after installing them"
 fi
 
 echo "$venv/bin/python"
