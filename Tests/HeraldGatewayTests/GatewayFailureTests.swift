@@ -428,12 +428,19 @@ struct OutageOverTLSTests {
     @Test("the gateway restarts 1.5 s into a run: held through the outage, nothing fails (issue 12, item 3)")
     func gatewayRestart() async throws {
         let simulator = APNsSimulator()
-        let first = try await startSimulator(simulator)
-        let port = first.gatewayPort
+        // A port below the kernel's ephemeral range (32768–60999), so that while the gateway is
+        // down no other test's connection or port-0 listener can take it before the restart.
+        var first: SimulatorServer?
+        for _ in 0..<50 where first == nil {
+            let tls = try TLSContext(.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                                             clientCA: .caFile(certs.caCertificate)))
+            first = try? await SimulatorServer.start(simulator: simulator, tls: tls, gatewayPort: Int.random(in: 20_000..<32_000))
+        }
+        let port = try #require(first).gatewayPort
         var config = gatewayConfig(port: port, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
         config.delivery.backoff = BackoffPolicy(initial: .milliseconds(50), maximum: .milliseconds(400))
         config.delivery.confirmAfter = .milliseconds(50)
-        await first.stop()
+        await first!.stop()
         // The gateway is down: what is sent now waits; it comes back on the same port 1.5 s later.
         let restart = Task {
             try await Task.sleep(for: .milliseconds(1500))
