@@ -33,20 +33,7 @@ import HeraldOpenSSL
 ///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`.
 enum GatewayTransportFactory {
     static func configuration(_ node: ConfigNode) throws(ConfigError) -> GatewayConfiguration {
-        let host: String
-        let port: Int
-        if let name = try node.string("environment", oneOf: GatewayEnvironment.all.map(\.name)) {
-            let env = GatewayEnvironment.named(name)!
-            host = try node.string("host") ?? env.host
-            port = try node.int("port", in: 1...65535) ?? env.port
-        } else {
-            guard let h = try node.string("host") else {
-                throw node.error("environment", "required: \"production\" or \"sandbox\" (or give host and port)")
-            }
-            guard let p = try node.int("port", in: 1...65535) else { throw node.error("port", "required with host") }
-            host = h
-            port = p
-        }
+        let (host, port) = try EndpointOptions.hostAndPort(node, environments: GatewayEnvironment.all.map { ($0.name, $0.host, $0.port) })
 
         let tls = try TLSOptions.client(node)
 

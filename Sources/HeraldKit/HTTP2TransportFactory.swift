@@ -32,20 +32,7 @@ import HeraldOpenSSL
 ///   `authorizationEnv` (the `Proxy-Authorization` value, e.g. `Basic …`).
 enum HTTP2TransportFactory {
     static func configuration(_ node: ConfigNode) throws(ConfigError) -> HTTP2TransportConfiguration {
-        let host: String
-        let port: Int
-        if let name = try node.string("environment", oneOf: APNsEnvironment.all.map(\.name)) {
-            let env = APNsEnvironment.named(name)!
-            host = try node.string("host") ?? env.host
-            port = try node.int("port", in: 1...65535) ?? env.port
-        } else {
-            guard let h = try node.string("host") else {
-                throw node.error("environment", "required: \"production\" or \"sandbox\" (or give host and port)")
-            }
-            guard let p = try node.int("port", in: 1...65535) else { throw node.error("port", "required with host") }
-            host = h
-            port = p
-        }
+        let (host, port) = try EndpointOptions.hostAndPort(node, environments: APNsEnvironment.all.map { ($0.name, $0.host, $0.port) })
         var c = HTTP2TransportConfiguration(
             host: host, port: port, tls: try TLSOptions.client(node), providerToken: try HTTP2SimulatorTransportFactory.providerTokenKey(node))
         if c.providerToken == nil && c.tls.identity == nil {

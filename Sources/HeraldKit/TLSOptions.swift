@@ -39,3 +39,19 @@ enum TLSOptions {
         return tls
     }
 }
+
+/// Where a network transport connects: `environment` (one of `environments`,
+/// whose host and port `host` and `port` may override), or `host` and `port`.
+enum EndpointOptions {
+    static func hostAndPort(_ node: ConfigNode, environments: [(name: String, host: String, port: Int)]) throws(ConfigError) -> (String, Int) {
+        if let name = try node.string("environment", oneOf: environments.map(\.name)) {
+            let env = environments.first { $0.name == name }!
+            return (try node.string("host") ?? env.host, try node.int("port", in: 1...65535) ?? env.port)
+        }
+        guard let host = try node.string("host") else {
+            throw node.error("environment", "required: \(environments.map { "\"\($0.name)\"" }.joined(separator: " or ")) (or give host and port)")
+        }
+        guard let port = try node.int("port", in: 1...65535) else { throw node.error("port", "required with host") }
+        return (host, port)
+    }
+}

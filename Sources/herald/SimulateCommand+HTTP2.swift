@@ -93,14 +93,7 @@ struct HTTP2SimulateOptions: ParsableArguments {
         ready.add("server_name", "localhost")
         ready.add("ca", ca)
         ready.add("protocol", "h2")
-        ready.print()
-        fflush(nil)
-
-        let waiter = SignalWaiter()
-        let signals = ShutdownSignals { waiter.fire() }
-        await waiter.wait()
-        signals.cancel()
-        await server.stop()
+        await serveUntilSignal(ready) { await server.stop() }
         let c = simulator.counters
         var summary = JSONLine()
         summary.add("connections", server.connections)

@@ -99,14 +99,7 @@ struct SimulateCommand: AsyncParsableCommand {
         ready.add("feedback_port", server.feedbackPort)
         ready.add("server_name", "localhost")
         ready.add("client_ca", ca)
-        ready.print()
-        fflush(nil)
-
-        let waiter = SignalWaiter()
-        let signals = ShutdownSignals { waiter.fire() }
-        await waiter.wait()
-        signals.cancel()
-        await server.stop()
+        await serveUntilSignal(ready) { await server.stop() }
         let c = simulator.counters
         var summary = JSONLine()
         summary.add("connections", c.connections)
@@ -138,6 +131,18 @@ struct SimulateCommand: AsyncParsableCommand {
     func token(_ hex: String) throws -> DeviceToken {
         do { return try DeviceToken(hex: hex) } catch { throw SetupError("token \(hex.prefix(8))…: \(error)") }
     }
+}
+
+/// Prints `ready` (the line a test or script waits for), serves until SIGINT
+/// or SIGTERM, then runs `stop`.
+func serveUntilSignal(_ ready: JSONLine, stop: () async -> Void) async {
+    ready.print()
+    fflush(nil)
+    let waiter = SignalWaiter()
+    let signals = ShutdownSignals { waiter.fire() }
+    await waiter.wait()
+    signals.cancel()
+    await stop()
 }
 
 /// Waits until a signal handler fires (once).

@@ -54,14 +54,7 @@ struct HTTP2SimulatorTests {
         var policy = HTTP2DeliveryPolicy()
         policy.connections = 2
         let transport = HTTP2SimulatorTransport(simulator: simulator, tokens: tokens, policy: policy)
-        let collector = OutcomeCollector()
-        let ledger = OutcomeLedger(observers: [collector])
-        for start in stride(from: 0, to: envelopes.count, by: 1000) {
-            let batch = Array(envelopes[start..<min(start + 1000, envelopes.count)])
-            ledger.enter(batch.map(\.sequence), count: batch.count)
-            try await transport.send(batch, outcomes: ledger)
-        }
-        await transport.finish(outcomes: ledger)
+        let (ledger, collector) = try await sendAll(envelopes, through: transport)
 
         let snapshot = ledger.snapshot
         #expect(snapshot.isBalanced && snapshot.entered == 100_000)
