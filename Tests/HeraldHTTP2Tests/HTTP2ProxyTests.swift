@@ -69,7 +69,7 @@ struct HTTP2ProxyTests {
         defer { Task { await setup.server.stop() } }
         var config = setup.configuration()
         config.proxy = HTTPProxy(host: "127.0.0.1", port: port)
-        let transport = try HTTP2Transport(configuration: config)
+        let transport = try HTTP2Transport(configuration: config, group: http2TestGroup)
         let (ledger, _) = try await sendAll(try alertEnvelopes(500), through: transport)
         #expect(ledger.snapshot.accepted == 500)
         #expect(setup.simulator.counters.delivered == 500 && setup.simulator.counters.duplicates == 0)
@@ -80,7 +80,7 @@ struct HTTP2ProxyTests {
         var gone = setup.configuration()
         gone.proxy = HTTPProxy(host: "127.0.0.1", port: port)
         gone.delivery.maxOutage = .milliseconds(500)
-        let unreachable = try HTTP2Transport(configuration: gone)
+        let unreachable = try HTTP2Transport(configuration: gone, group: http2TestGroup)
         let (failedLedger, collector) = try await sendAll(try alertEnvelopes(3), through: unreachable)
         #expect(failedLedger.snapshot.failed == 3)
         #expect(collector.records.allSatisfy { "\($0.outcome)".contains("no connection to APNs") })

@@ -5,9 +5,14 @@ import HeraldOpenSSL
 import HeraldSimulator
 import HeraldTestSupport
 import HeraldTesting
+import NIOPosix
 import Testing
 
 @testable import HeraldHTTP2
+
+/// The event loops of the HTTP/2 tests: their own, so that full-speed runs do not
+/// delay the gateway tests' servers on the shared singleton group.
+let http2TestGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
 
 /// The simulator over TLS on loopback, with token authentication by a fresh key.
 struct TLSSimulatorSetup {
@@ -15,12 +20,14 @@ struct TLSSimulatorSetup {
     let server: HTTP2SimulatorServer
     let key: ProviderTokenKey
 
+    /// `certificateAuth`: no provider token; the server requires a client certificate from the throwaway CA.
     static func start(
-        faults: HTTP2SimulatorConfiguration.Faults = .init(), answerDelay: Duration? = nil, host: String = "127.0.0.1"
+        faults: HTTP2SimulatorConfiguration.Faults = .init(), answerDelay: Duration? = nil, host: String = "127.0.0.1",
+        certificateAuth: Bool = false
     ) async throws -> TLSSimulatorSetup {
         let signing = P256.Signing.PrivateKey()
         var config = HTTP2SimulatorConfiguration()
-        config.tokenKeyPEM = signing.publicKey.pemRepresentation
+        config.tokenKeyPEM = certificateAuth ? nil : signing.publicKey.pemRepresentation
         config.keyID = "KEY1234567"
         config.teamID = "TEAM123456"
         config.faults = faults
@@ -28,8 +35,9 @@ struct TLSSimulatorSetup {
         let certs = sharedCertificates
         let server = try await HTTP2SimulatorServer.start(
             simulator: simulator,
-            tls: .server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: nil),
-            host: host, answerDelay: answerDelay)
+            tls: .server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
+                         clientCA: certificateAuth ? .caFile(certs.caCertificate) : nil),
+            host: host, answerDelay: answerDelay, group: http2TestGroup)
         let key = try ProviderTokenKey(pem: signing.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
         return TLSSimulatorSetup(simulator: simulator, server: server, key: key)
     }
@@ -66,6 +74,10 @@ func sendAll(_ envelopes: [Envelope], through transport: some Transport) async t
 struct HTTP2TransportTests {
     @Test("100,000 requests over TLS: 1% BadDeviceToken, 0.5% Unregistered, GOAWAY ~1/1000, 503 ~1/1000, 429 ~1/2000: nothing lost or duplicated, one JWT, every 410 with its timestamp")
     func issueScenario() async throws {
+        try await HeavyTestGate.shared.run { try await issueScenarioRun() }
+    }
+
+    func issueScenarioRun() async throws {
         var faults = HTTP2SimulatorConfiguration.Faults()
         faults.seed = 21
         faults.goAway = 0.001
@@ -84,7 +96,7 @@ struct HTTP2TransportTests {
             default: break
             }
         }
-        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 2))
+        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 2), group: http2TestGroup)
         let (ledger, collector) = try await sendAll(envelopes, through: transport)
 
         let snapshot = ledger.snapshot
@@ -115,7 +127,7 @@ struct HTTP2TransportTests {
     func streamLimit() async throws {
         let setup = try await TLSSimulatorSetup.start()
         defer { Task { await setup.server.stop() } }
-        let transport = try HTTP2Transport(configuration: setup.configuration())
+        let transport = try HTTP2Transport(configuration: setup.configuration(), group: http2TestGroup)
         let (ledger, _) = try await sendAll(try alertEnvelopes(2000), through: transport)
         #expect(ledger.snapshot.accepted == 2000)
         #expect(setup.simulator.counters.delivered == 2000 && setup.server.connections == 1)
@@ -129,7 +141,7 @@ struct HTTP2TransportTests {
         faults.goAway = 0.01
         let setup = try await TLSSimulatorSetup.start(faults: faults)
         defer { Task { await setup.server.stop() } }
-        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 2))
+        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 2), group: http2TestGroup)
         let (ledger, _) = try await sendAll(try alertEnvelopes(3000), through: transport)
         let counters = setup.simulator.counters
         #expect(ledger.snapshot.accepted == 3000)
@@ -142,11 +154,36 @@ struct HTTP2TransportTests {
     func ipv6() async throws {
         let setup = try await TLSSimulatorSetup.start(answerDelay: .milliseconds(30), host: "::1")
         defer { Task { await setup.server.stop() } }
-        let transport = try HTTP2Transport(configuration: setup.configuration())
+        let transport = try HTTP2Transport(configuration: setup.configuration(), group: http2TestGroup)
         let (ledger, _) = try await sendAll(try alertEnvelopes(300), through: transport)
         #expect(ledger.snapshot.accepted == 300 && setup.simulator.counters.delivered == 300)
         let latency = await transport.latencyPercentiles()
         #expect(latency.p50 >= 25 && latency.p50 < 5000)
+    }
+
+    @Test("certificate authentication: the provider certificate (PEM, or the .p12) is the credential; without one the handshake is refused and every request fails with the TLS reason")
+    func certificateAuth() async throws {
+        let setup = try await TLSSimulatorSetup.start(certificateAuth: true)
+        defer { Task { await setup.server.stop() } }
+        let certs = sharedCertificates
+        for identity in [TLSIdentity.pem(certificate: certs.clientCertificate, key: certs.clientKey),
+                         .pkcs12(certs.clientP12, password: .file(certs.passphraseFile))] {
+            var config = setup.configuration()
+            config.providerToken = nil
+            config.tls = .client(identity: identity, trust: .caFile(certs.caCertificate))
+            let transport = try HTTP2Transport(configuration: config, group: http2TestGroup)
+            let (ledger, _) = try await sendAll(try alertEnvelopes(200), through: transport)
+            #expect(ledger.snapshot.accepted == 200, "\(identity)")
+            #expect(transport.statistics.tokensSigned == 0)
+        }
+        var anonymous = setup.configuration()
+        anonymous.providerToken = nil
+        anonymous.delivery.maxOutage = .seconds(2)  // in TLS 1.3 the refusal may only show after the handshake
+        let refused = try HTTP2Transport(configuration: anonymous, group: http2TestGroup)
+        let (ledger, collector) = try await sendAll(try alertEnvelopes(5), through: refused)
+        #expect(ledger.snapshot.failed == 5)
+        #expect(collector.records.allSatisfy { if case .failed(let why) = $0.outcome { why.code == .tlsRefused || why.code == .gatewayUnreachable } else { false } })
+        #expect(setup.simulator.counters.delivered == 400)
     }
 
     @Test("a server that never answers: every request times out, is resent, and fails after its attempts; nothing hangs")
@@ -158,7 +195,7 @@ struct HTTP2TransportTests {
         var config = setup.configuration()
         config.delivery.requestTimeout = .milliseconds(200)
         config.delivery.maxAttempts = 2
-        let transport = try HTTP2Transport(configuration: config)
+        let transport = try HTTP2Transport(configuration: config, group: http2TestGroup)
         let (ledger, collector) = try await sendAll(try alertEnvelopes(20), through: transport)
         #expect(ledger.snapshot.isBalanced && ledger.snapshot.failed == 20)
         #expect(collector.records.allSatisfy { if case .failed = $0.outcome { true } else { false } })
@@ -172,7 +209,7 @@ struct HTTP2TransportTests {
         let other = try ThrowawayCertificates.make(in: temporaryDirectory())
         var config = setup.configuration()
         config.tls = .client(identity: nil, trust: .caFile(other.caCertificate))
-        let transport = try HTTP2Transport(configuration: config)
+        let transport = try HTTP2Transport(configuration: config, group: http2TestGroup)
         let (ledger, collector) = try await sendAll(try alertEnvelopes(5), through: transport)
         #expect(ledger.snapshot.failed == 5)
         #expect(collector.records.allSatisfy { "\($0.outcome)".contains("unknown CA") || "\($0.outcome)".contains("certificate") })
