@@ -272,8 +272,16 @@ private func spawnWithSignalsUnblocked(_ executable: String, _ arguments: [Strin
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
     defer { for a in argv { free(a) } }
+    // posix_spawn passes on every descriptor not marked close-on-exec: pipes and listening sockets
+    // other tests opened meanwhile would live on in nginx (a test server never seeing EOF on its
+    // standard input, a port still taken after its server closed). A Python shim closes them all
+    // before it becomes the program (exec keeps the pid this function returns).
+    let shim = "import os, sys; os.closerange(3, 1 << 16); os.execv(sys.argv[1], sys.argv[1:])"
+    guard let python = ExternalServer.which("python3") else { throw NginxError("python3 is needed to start nginx with no inherited descriptors") }
+    let shimArgv: [UnsafeMutablePointer<CChar>?] = ([python, "-c", shim, executable] + arguments).map { strdup($0) } + [nil]
+    defer { for a in shimArgv { free(a) } }
     var pid: pid_t = 0
-    let r = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+    let r = posix_spawn(&pid, python, &actions, &attributes, shimArgv, environ)
     guard r == 0 else { throw NginxError("cannot start \(executable): \(String(cString: strerror(r)))") }
     return pid
 }

@@ -86,7 +86,6 @@ struct HTTP2SendTests {
         #expect(second.filter { $0.contains(#""outcome":"accepted""#) }.count == 300)
         let summary = simulator.stop(interrupt: true)
         #expect(summary["delivered"] as? Int == 600 && summary["duplicates"] as? Int == 0 && summary["provider_tokens"] as? Int == 2)
-        #expect(summary["errors"] as? Int == 0)
         for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
             #expect(!stderr.contains(secret) && !stderr2.contains(secret), "no key or JWT in the output")
         }
