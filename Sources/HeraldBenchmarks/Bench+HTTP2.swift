@@ -193,13 +193,12 @@ struct BenchHTTP2: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: dir) }
         let body = dir.appendingPathComponent("payload.json")
         try Data(Self.payload).write(to: body)
-        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         let token = String(repeating: "ab", count: 32)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["h2load", "-n", String(count), "-c", "1", "-m", String(maxStreams), "-d", body.path,
                        "-H", "apns-topic: \(Self.topic)", "-H", "apns-push-type: alert",
-                       "https://\(authority)/3/device/\(token)"]
+                       "https://\(hostAndPort(host, port))/3/device/\(token)"]
         let out = Pipe()
         p.standardOutput = out
         p.standardError = out

@@ -18,3 +18,18 @@ package struct ConnectionWindow: Sendable {
         return HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: target - size))
     }
 }
+
+extension NIOHTTP2Handler.StreamConfiguration {
+    /// Up to 100,000 stream resets and stream errors a second (swift-nio-http2's default is
+    /// 200 in 30 s). Its limit guards a server against rapid-reset floods; between APNs and a
+    /// provider, resets are answers (a server's to an unread body, a provider's to a request it
+    /// gave up on), and cutting the connection over them would lose what is in flight.
+    package static var toleratingResets: Self {
+        var c = Self()
+        c.streamResetFrameRateLimit.maximumCount = 10_000
+        c.streamResetFrameRateLimit.windowLength = .milliseconds(100)
+        c.streamErrorRateLimit.maximumCount = 10_000
+        c.streamErrorRateLimit.windowLength = .milliseconds(100)
+        return c
+    }
+}

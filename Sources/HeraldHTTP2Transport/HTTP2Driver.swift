@@ -57,9 +57,7 @@ final class HTTP2Driver: @unchecked Sendable {
         self.configuration = configuration
         self.tls = tls
         self.gate = gate
-        var wall = timespec()
-        clock_gettime(CLOCK_REALTIME, &wall)
-        epoch = .seconds(Int64(wall.tv_sec)) + .nanoseconds(Int64(wall.tv_nsec)) - .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds))
+        epoch = .sinceEpoch - .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds))
         machine = HTTP2DeliveryMachine(
             policy: configuration.delivery, tokens: configuration.providerToken.map { ProviderTokens(key: $0) },
             seed: UInt64.random(in: 0...UInt64.max))
@@ -184,23 +182,24 @@ final class HTTP2Driver: @unchecked Sendable {
                 return
             }
             streamConnection[stream] = (c, NIODeadline.now().uptimeNanoseconds)
-            if !handler.queuedFlush {
-                handler.queuedFlush = true
-                unflushed.append(handler)
-            }
+            flushLater(handler)
         case .cancel(let stream):
             guard let c = streamConnection.removeValue(forKey: stream)?.connection, let handler = connections[c] else { return }
             handler.cancel(stream: stream)
-            if !handler.queuedFlush {
-                handler.queuedFlush = true
-                unflushed.append(handler)
-            }
+            flushLater(handler)
         case .ping(let c):
             connections[c]?.ping()
         case .close(let c):
             trace("close \(c)")
             connections[c]?.close()
         }
+    }
+
+    /// Flushes `handler`'s connection at the end of this step, once however many frames it got.
+    func flushLater(_ handler: HTTP2ConnectionHandler) {
+        guard !handler.queuedFlush else { return }
+        handler.queuedFlush = true
+        unflushed.append(handler)
     }
 
     // MARK: - Connections
@@ -234,14 +233,10 @@ final class HTTP2Driver: @unchecked Sendable {
                     // and `apns-*` are read: validating every header block both ways costs a tenth of the time.
                     connection.headerBlockValidation = .disabled
                     connection.contentLengthValidation = .disabled
-                    var streams = NIOHTTP2Handler.StreamConfiguration()
                     // A server resets streams as an answer (nginx resets each stream whose body it did not
-                    // read, with NO_ERROR): not an attack to cut the connection for. Up to 100,000 a second.
-                    streams.streamResetFrameRateLimit.maximumCount = 10_000
-                    streams.streamResetFrameRateLimit.windowLength = .milliseconds(100)
-                    streams.streamErrorRateLimit.maximumCount = 10_000
-                    streams.streamErrorRateLimit.windowLength = .milliseconds(100)
-                    handlers.append(NIOHTTP2Handler(mode: .client, connectionConfiguration: connection, streamConfiguration: streams))
+                    // read, with NO_ERROR): not an attack to cut the connection for.
+                    handlers.append(NIOHTTP2Handler(
+                        mode: .client, connectionConfiguration: connection, streamConfiguration: .toleratingResets))
                     handlers.append(handler)
                     try channel.pipeline.syncOperations.addHandlers(handlers)
                 }

@@ -80,5 +80,10 @@ public struct HTTP2TransportConfiguration: Sendable {
         self.init(host: environment.host, port: environment.port, tls: tls, providerToken: providerToken)
     }
 
-    var endpoint: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    var endpoint: String { hostAndPort(host, port) }
+}
+
+/// `host:port`, with an IPv6 address in brackets (`[::1]:443`): endpoints, `CONNECT` targets, URLs.
+package func hostAndPort(_ host: String, _ port: Int) -> String {
+    host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
 }

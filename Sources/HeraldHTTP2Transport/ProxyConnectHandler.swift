@@ -30,7 +30,7 @@ final class ProxyConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
     static let maxHead = 16 << 10
 
     init(target host: String, port: Int, proxy: HTTPProxy) throws(TLSError) {
-        target = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+        target = hostAndPort(host, port)
         self.proxy = proxy
         credentials = try proxy.authorization?.read()
     }

@@ -32,20 +32,27 @@ public final class HTTP2SimulatorServer: Sendable {
     public let host: String
     public let port: Int
     let channel: any Channel
-    let connectionCount = Atomic<Int>(0)
-    let errors = Mutex<[String]>([])
+    let record: Record
 
-    init(simulator: HTTP2Simulator, host: String, channel: any Channel) {
+    /// What the connections report, shared by the server and its connections' handlers.
+    final class Record: Sendable {
+        let connections = Atomic<Int>(0)
+        let errors = Mutex<[String]>([])
+        func note(_ error: String) { errors.withLock { if $0.count < 1000 { $0.append(error) } } }
+    }
+
+    init(simulator: HTTP2Simulator, host: String, channel: any Channel, record: Record) {
         self.simulator = simulator
         self.host = host
         self.port = channel.localAddress?.port ?? 0
         self.channel = channel
+        self.record = record
     }
 
     /// Connections accepted so far.
-    public var connections: Int { connectionCount.load(ordering: .relaxed) }
+    public var connections: Int { record.connections.load(ordering: .relaxed) }
     /// Errors seen on connections (TLS, HTTP/2 protocol), oldest first (at most 1000).
-    public var connectionErrors: [String] { errors.withLock { $0 } }
+    public var connectionErrors: [String] { record.errors.withLock { $0 } }
 
     /// Starts serving on `host` (loopback by default); port 0 picks a free port.
     /// `tls` is a server configuration; ALPN `h2` is added and required.
@@ -58,42 +65,30 @@ public final class HTTP2SimulatorServer: Sendable {
         configuration.applicationProtocols = ["h2"]
         configuration.requireApplicationProtocol = true
         let context = try TLSContext(configuration)
-        let box = Mutex<HTTP2SimulatorServer?>(nil)
-        let counter = Atomic<Int>(0)
+        let record = Record()
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let connection = counter.add(1, ordering: .relaxed).newValue
-                    let server = box.withLock { $0 }
-                    server?.connectionCount.store(connection, ordering: .relaxed)
+                    let connection = record.connections.add(1, ordering: .relaxed).newValue
                     let settings: HTTP2Settings = [
                         HTTP2Setting(parameter: .maxConcurrentStreams, value: simulator.maxStreams(on: connection)),
                         HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
                     ]
                     var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
                     connectionConfiguration.initialSettings = settings
-                    var streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
                     // Providers cancel streams they gave up on; that is not an attack.
-                    streamConfiguration.streamResetFrameRateLimit.maximumCount = 10_000
-                    streamConfiguration.streamResetFrameRateLimit.windowLength = .milliseconds(100)
-                    streamConfiguration.streamErrorRateLimit.maximumCount = 10_000
-                    streamConfiguration.streamErrorRateLimit.windowLength = .milliseconds(100)
                     try channel.pipeline.syncOperations.addHandlers([
                         try OpenSSLHandler(context: context),
-                        NIOHTTP2Handler(mode: .server, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration),
-                        HTTP2SimulatorSession(simulator: simulator, connection: connection, answerDelay: answerDelay) { error in
-                            box.withLock { $0 }?.errors.withLock { if $0.count < 1000 { $0.append(error) } }
-                        },
+                        NIOHTTP2Handler(mode: .server, connectionConfiguration: connectionConfiguration, streamConfiguration: .toleratingResets),
+                        HTTP2SimulatorSession(simulator: simulator, connection: connection, answerDelay: answerDelay, noteError: record.note),
                     ])
                 }
             }
             .bind(host: host, port: port).get()
-        let server = HTTP2SimulatorServer(simulator: simulator, host: host, channel: channel)
-        box.withLock { $0 = server }
-        return server
+        return HTTP2SimulatorServer(simulator: simulator, host: host, channel: channel, record: record)
     }
 
     /// Stops listening (open connections finish on their own).
@@ -184,9 +179,7 @@ final class HTTP2SimulatorSession: ChannelInboundHandler {
 
     func handle(_ id: HTTP2StreamID, _ r: Incoming, context: ChannelHandlerContext) {
         incoming[id] = nil
-        var wall = timespec()
-        clock_gettime(CLOCK_REALTIME, &wall)
-        let now = Duration.seconds(Int64(wall.tv_sec)) + .nanoseconds(Int64(wall.tv_nsec))
+        let now = Duration.sinceEpoch
         let request = APNsRequest(method: r.method, path: r.path, headers: r.headers, body: r.body)
         switch simulator.handle(request, authorization: r.authorization, connection: connection, now: now) {
         case .answer(let response):

@@ -1,0 +1,14 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension Duration {
+    /// The wall clock: time since 1970 (what provider tokens and APNs' timestamps count).
+    package static var sinceEpoch: Duration {
+        var wall = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        return .seconds(Int64(wall.tv_sec)) + .nanoseconds(Int64(wall.tv_nsec))
+    }
+}
