@@ -17,6 +17,9 @@ public struct BinaryFramer: Framer {
 
     public func frame(_ envelope: Envelope) throws(StageFailure) -> Frame {
         let request = envelope.request
+        if request.isBroadcast {
+            throw StageFailure("a broadcast push (\"channel-id\") needs an http2 transport: the binary interface sends to devices only")
+        }
         guard request.token.count > 0 else { throw StageFailure("missing device token") }
         // The gateway answers any other size with status 5 and a closed connection: drop it here instead.
         guard request.token.count == DeviceToken.standardLength else {

@@ -11,8 +11,10 @@ public struct APNsRequest: Sendable, Hashable {
     public var headers: [Header]
     public var body: [UInt8]
     public var pushType: PushType
-    /// The `apns-id` sent (and echoed back).
+    /// The `apns-id` sent (and echoed back); for a broadcast, its `apns-request-id`.
     public var apnsID: String
+    /// A broadcast push's `apns-channel-id` (nil for a push to a device).
+    public var channelID: String?
 
     public struct Header: Sendable, Hashable {
         public var name: String
@@ -35,15 +37,17 @@ public struct APNsRequest: Sendable, Hashable {
         self.headers = headers
         self.body = body
         pushType = headers.first { $0.name == "apns-push-type" }.map { PushType(rawValue: $0.value) } ?? .alert
-        apnsID = headers.first { $0.name == "apns-id" }?.value ?? ""
+        apnsID = headers.first { $0.name == "apns-id" || $0.name == "apns-request-id" }?.value ?? ""
+        channelID = headers.first { $0.name == "apns-channel-id" }?.value
     }
 
-    init(path: String, headers: [Header], body: [UInt8], pushType: PushType, apnsID: String) {
+    init(path: String, headers: [Header], body: [UInt8], pushType: PushType, apnsID: String, channelID: String? = nil) {
         self.path = path
         self.headers = headers
         self.body = body
         self.pushType = pushType
         self.apnsID = apnsID
+        self.channelID = channelID
     }
 }
 
@@ -63,12 +67,15 @@ public struct APNsRequestBuilder: Sendable {
         guard !envelope.payload.isEmpty else { throw StageFailure("no payload was built for this request", code: .internalFailure) }
         let aps = try Self.aps(of: r)
         let pushType = try Self.pushType(of: r, aps: aps)
-        guard envelope.payload.count <= pushType.payloadLimit else {
-            throw StageFailure("payload is \(envelope.payload.count) bytes, over the \(pushType) limit of \(pushType.payloadLimit)", code: .payloadTooLarge)
+        let limit = r.isBroadcast ? Self.broadcastPayloadLimit : pushType.payloadLimit
+        guard envelope.payload.count <= limit else {
+            let what = r.isBroadcast ? "broadcast" : "\(pushType)"
+            throw StageFailure("payload is \(envelope.payload.count) bytes, over the \(what) limit of \(limit)", code: .payloadTooLarge)
         }
         guard let base = r.topic ?? defaultTopic, !base.isEmpty else {
             throw StageFailure("no topic: give the request a \"topic\" (the app's bundle identifier) or configure one")
         }
+        if let channel = r.channelID { return try broadcast(r, to: channel, bundleID: base, pushType: pushType, body: envelope.payload, makeID: makeID) }
         var topic = base
         if let suffix = pushType.topicSuffix, !suffix.isEmpty, !base.hasSuffix(suffix) { topic += suffix }
         // A background push is content-available only: the payload builder's priority rule
@@ -82,6 +89,29 @@ public struct APNsRequestBuilder: Sendable {
         if let priority = r.priority { headers.append(.init("apns-priority", String(priority.rawValue))) }
         if let c = r.collapseID { headers.append(.init("apns-collapse-id", c)) }
         return APNsRequest(path: "/3/device/" + r.token.hex, headers: headers, body: envelope.payload, pushType: pushType, apnsID: id)
+    }
+
+    /// Broadcasts (like VoIP pushes) may carry 5120 bytes.
+    public static let broadcastPayloadLimit = 5120
+
+    /// `POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`: a Live
+    /// Activity update for every device subscribed to the channel. No topic,
+    /// no collapse id; `apns-request-id` plays `apns-id`'s part.
+    func broadcast(
+        _ r: NotificationRequest, to channel: String, bundleID base: String, pushType: PushType, body: [UInt8], makeID: () -> String
+    ) throws(StageFailure) -> APNsRequest {
+        guard pushType == .liveActivity else {
+            throw StageFailure("a broadcast is a Live Activity update: push type liveactivity, with an \"event\" in \"aps\", not \(pushType)")
+        }
+        if r.collapseID != nil { throw StageFailure("a broadcast takes no \"collapse-id\"") }
+        let suffix = PushType.liveActivity.topicSuffix ?? ""
+        let bundleID = !suffix.isEmpty && base.hasSuffix(suffix) ? String(base.dropLast(suffix.count)) : base
+        let id = r.apnsID?.lowercased() ?? makeID()
+        var headers = [APNsRequest.Header("apns-push-type", pushType.rawValue), .init("apns-channel-id", channel), .init("apns-request-id", id)]
+        if let e = r.expiry { headers.append(.init("apns-expiration", String(e))) }
+        if let priority = r.priority { headers.append(.init("apns-priority", String(priority.rawValue))) }
+        return APNsRequest(
+            path: "/4/broadcasts/apps/" + bundleID, headers: headers, body: body, pushType: pushType, apnsID: id, channelID: channel)
     }
 
     /// The request's `aps` dictionary as a model: its own, or its raw payload's.

@@ -10,6 +10,10 @@ public struct APNsResponse: Sendable, Hashable {
     public var reason: String?
     /// Milliseconds since 1970 (410 only): the token has been invalid since then.
     public var timestamp: Int64?
+    /// Channel management: the `apns-channel-id` of the channel created (or read).
+    public var channelID: String?
+    /// A successful answer's body (channel management's JSON; empty for pushes).
+    public var content: [UInt8] = []
 
     public init(status: Int, apnsID: String? = nil, uniqueID: String? = nil, reason: String? = nil, timestamp: Int64? = nil) {
         self.status = status
@@ -25,12 +29,18 @@ public struct APNsResponse: Sendable, Hashable {
         self.init(status: status)
         for (name, value) in headers {
             switch name.lowercased() {
-            case "apns-id": apnsID = value
+            // A broadcast, and channel management, answer with `apns-request-id` where pushes have `apns-id`.
+            case "apns-id", "apns-request-id": apnsID = value
             case "apns-unique-id": uniqueID = value
+            case "apns-channel-id": channelID = value
             default: break
             }
         }
         guard !body.isEmpty else { return }
+        if (200..<300).contains(status) {
+            content = body
+            return
+        }
         guard let object = (try? JSONParser.parse(body))?.objectValue else {
             reason = "unreadable error body (\(body.count) bytes, not JSON)"
             return
@@ -40,9 +50,9 @@ public struct APNsResponse: Sendable, Hashable {
     }
 
     /// The body APNs sends with this answer: `{"reason":…}` (410 adds
-    /// `"timestamp"`), or nothing for 200.
+    /// `"timestamp"`), or ``content`` (nothing for a push's 200).
     public var body: [UInt8] {
-        guard let reason else { return [] }
+        guard let reason else { return content }
         var w = JSONWriter(capacity: 64)
         w.raw("{\"reason\":")
         w.string(reason)
@@ -87,6 +97,7 @@ public enum APNsDisposition: Sendable, Hashable {
         case (_, "TooManyProviderTokenUpdates"): self = .tooManyTokenUpdates
         case (_, "UnrelatedKeyIdInToken"): self = .newConnection
         case (_, "IdleTimeout"), (_, "Shutdown"): self = .retryElsewhere
+        case (403, "TopicMismatch"): self = .rejected  // a broadcast to another app's bundle id: that request's fault
         case (410, _): self = .unregistered
         case (429, _): self = .retryLater
         case (403, _): self = .credentialRejected

@@ -76,7 +76,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         if let authorization { headers.add(name: "authorization", value: authorization) }
         for h in request.headers {
             // A unique value would only push useful entries out of the HPACK table.
-            headers.add(name: h.name, value: h.value, indexing: h.name == "apns-id" ? .nonIndexable : .indexable)
+            headers.add(name: h.name, value: h.value, indexing: h.name == "apns-id" || h.name == "apns-request-id" ? .nonIndexable : .indexable)
         }
         pending[id] = Pending(stream: stream)
         streamIDs[stream] = id

@@ -59,3 +59,11 @@ public actor RateLimitStage: PipelineStage {
         }
     }
 }
+
+/// The frame position with an HTTP/2 transport: nothing to do here. The
+/// transport builds each request (``APNsRequestBuilder``) on its way to the
+/// wire and ends what APNs would refuse as `dropped`; custom stages configured
+/// after `frame` still run at this point.
+struct HTTP2FramePosition: PipelineStage {
+    func process(_ batch: inout [Envelope]) async throws {}
+}

@@ -30,8 +30,30 @@ import HeraldOpenSSL
 ///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`.
 /// - `proxy`: `{"host": …, "port": …}` and optionally `authorizationFile` or
 ///   `authorizationEnv` (the `Proxy-Authorization` value, e.g. `Basic …`).
-enum HTTP2TransportFactory {
+/// - `channelsHost`, `channelsPort`: where `herald channels` manages broadcast
+///   channels; by default the environment's `api-manage-broadcast…` endpoint,
+///   or `host` and `port` when those are given.
+package enum HTTP2TransportFactory {
+    /// The configuration for channel management (``APNsChannelClient``): the
+    /// transport's, with the channel management endpoint for host and port.
+    package static func channelsConfiguration(_ node: ConfigNode) throws(ConfigError) -> HTTP2TransportConfiguration {
+        var c = try configuration(node)
+        let environment = try node.string("environment").flatMap(APNsEnvironment.channels(named:))
+        if let host = try node.string("channelsHost") {
+            c.host = host
+        } else if let environment, !node.has("host") {
+            c.host = environment.host
+        }
+        if let port = try node.int("channelsPort", in: 1...65535) {
+            c.port = port
+        } else if let environment, !node.has("port") {
+            c.port = environment.port
+        }
+        return c
+    }
+
     static func configuration(_ node: ConfigNode) throws(ConfigError) -> HTTP2TransportConfiguration {
+        _ = (try node.string("channelsHost"), try node.int("channelsPort", in: 1...65535))  // read by channelsConfiguration
         let (host, port) = try EndpointOptions.hostAndPort(node, environments: APNsEnvironment.all.map { ($0.name, $0.host, $0.port) })
         var c = HTTP2TransportConfiguration(
             host: host, port: port, tls: try TLSOptions.client(node), providerToken: try HTTP2SimulatorTransportFactory.providerTokenKey(node))

@@ -47,7 +47,7 @@ public struct HeraldAssembly: Sendable {
             (.localize, NamedStage("localize", try localizeStage())),
             (.payload, NamedStage("payload", BuildPayloadStage(APSPayloadBuilder()))),
             (.sizeGuard, NamedStage("size", sizeGuard)),
-            (.frame, NamedStage("frame", FrameStage(BinaryFramer(format: c.frameFormat)))),
+            (.frame, NamedStage("frame", c.transportType.hasPrefix("http2") ? HTTP2FramePosition() as any PipelineStage : FrameStage(BinaryFramer(format: c.frameFormat)))),
         ]
     }
 

@@ -83,6 +83,7 @@ public final class OutcomeWriter: OutcomeObserver {
         }
         if let a = r.apnsID { w.raw(",\"apnsId\":"); w.string(a) }
         if let u = r.apnsUniqueID { w.raw(",\"apnsUniqueId\":"); w.string(u) }
+        if let c = r.apnsChannelID { w.raw(",\"channelId\":"); w.string(c) }
         if let t = r.apnsUnregisteredAt { w.raw(",\"timestamp\":"); w.int(Int(t)) }
         w.byte(UInt8(ascii: "}"))
     }

@@ -24,10 +24,10 @@ public struct SizeLimit: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(name) (\(bytes) bytes)" }
 
-    /// The limit for one request: under the `http2` profile a VoIP push may
-    /// be as large as the `voip` profile allows; otherwise ``bytes``.
+    /// The limit for one request: under the `http2` profile a VoIP push or a
+    /// broadcast may be as large as the `voip` profile allows; otherwise ``bytes``.
     @inlinable public func bytes(for request: NotificationRequest) -> Int {
-        name == "http2" && request.pushType == .voip ? 5120 : bytes
+        name == "http2" && (request.pushType == .voip || request.isBroadcast) ? 5120 : bytes
     }
 }
 

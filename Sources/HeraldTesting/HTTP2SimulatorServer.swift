@@ -181,17 +181,19 @@ final class HTTP2SimulatorSession: ChannelInboundHandler {
         incoming[id] = nil
         let now = Duration.sinceEpoch
         let request = APNsRequest(method: r.method, path: r.path, headers: r.headers, body: r.body)
+        // Pushes to devices echo `apns-id`; broadcasts and channel management, `apns-request-id`.
+        let idHeader = request.path.hasPrefix("/3/") ? "apns-id" : "apns-request-id"
         switch simulator.handle(request, authorization: r.authorization, connection: connection, now: now) {
         case .answer(let response):
             if let answerDelay {
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
                 context.eventLoop.scheduleTask(in: TimeAmount(answerDelay)) {
                     let (session, context) = bound.value
-                    session.write(response, on: id, context: context)
+                    session.write(response, on: id, idHeader: idHeader, context: context)
                     context.flush()
                 }
             } else {
-                write(response, on: id, context: context)
+                write(response, on: id, idHeader: idHeader, context: context)
             }
         case .reset:
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.internalError))), promise: nil)
@@ -220,11 +222,12 @@ final class HTTP2SimulatorSession: ChannelInboundHandler {
         }
     }
 
-    func write(_ response: APNsResponse, on id: HTTP2StreamID, context: ChannelHandlerContext) {
+    func write(_ response: APNsResponse, on id: HTTP2StreamID, idHeader: String, context: ChannelHandlerContext) {
         var headers = HPACKHeaders()
         headers.add(name: ":status", value: String(response.status))
-        if let apnsID = response.apnsID { headers.add(name: "apns-id", value: apnsID) }
+        if let apnsID = response.apnsID { headers.add(name: idHeader, value: apnsID) }
         if let unique = response.uniqueID { headers.add(name: "apns-unique-id", value: unique) }
+        if let channel = response.channelID { headers.add(name: "apns-channel-id", value: channel) }
         let body = response.body
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body.isEmpty)))), promise: nil)
         guard !body.isEmpty else { return }

@@ -27,13 +27,15 @@ struct HTTP2SendTests {
         lines.append(#"{"id":904,"token":"\#(good)","topic":"com.example.app","alert":"\#(body(4200))"}"#)
         lines.append(#"{"id":905,"token":"\#(good)","topic":"com.example.app","push-type":"voip","alert":"\#(body(4500))"}"#)
         lines.append(#"{"id":906,"token":"\#(good)","topic":"com.example.app","push-type":"voip","alert":"\#(body(5300))"}"#)
+        // HTTP/2 takes tokens of any length: the binary interface's 32-byte rule (its framer) is not applied.
+        lines.append(#"{"id":907,"token":"\#(String(repeating: "5a", count: 100))","topic":"com.example.app","alert":"long token"}"#)
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
         let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
         #expect(status == 0, "rejections are outcomes, not failures: \(stderr)")
         let outcomes = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
-        #expect(outcomes.count == 207)
-        #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) && $0.contains(#""apnsId":""#) }.count == 202)
-        for (id, outcome) in [(903, "accepted"), (904, "dropped"), (905, "accepted"), (906, "dropped")] {
+        #expect(outcomes.count == 208)
+        #expect(outcomes.filter { $0.contains(#""outcome":"accepted""#) && $0.contains(#""apnsId":""#) }.count == 203)
+        for (id, outcome) in [(903, "accepted"), (904, "dropped"), (905, "accepted"), (906, "dropped"), (907, "accepted")] {
             #expect(outcomes.contains { $0.contains(#""id":\#(id),"#) && $0.contains(#""outcome":"\#(outcome)""#) }, "id \(id)")
         }
         #expect(outcomes.contains { $0.contains(#""id":904,"#) && $0.contains("over the limit of 4096") })
@@ -89,5 +91,56 @@ struct HTTP2SendTests {
         for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
             #expect(!stderr.contains(secret) && !stderr2.contains(secret), "no key or JWT in the output")
         }
+    }
+
+    @Test("broadcast channels over TLS: herald channels create, list, read and delete against herald simulate --http2; broadcasts go out to a live channel and are rejected once it is deleted")
+    func broadcastOverTLS() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certs = sharedCertificates
+        _ = try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
+        let simulator = try ExternalServer(try heraldExecutable().path, [
+            "simulate", "--http2", "--certs", certs.directory, "--token-key", dir + "/AuthKey.p8", "--key-id", "KEY1234567", "--team-id", "TEAM123456",
+        ])
+        let port = simulator.ready["port"] as! Int
+        try #"""
+        {"outcomes":"outcomes.jsonl",
+         "transport":{"type":"http2","host":"127.0.0.1","port":\#(port),"serverName":"localhost","caFile":"\#(certs.caCertificate)",
+                      "topic":"com.example.app","providerToken":{"keyFile":"AuthKey.p8","keyID":"KEY1234567","teamID":"TEAM123456"}}}
+        """#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        func channels(_ arguments: [String]) throws -> (Int32, [[String: Any]], String) {
+            let (status, stdout, stderr) = try runHerald(["channels"] + arguments + ["--config", dir + "/herald.json"])
+            let lines = stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            return (status, lines, stderr)
+        }
+        let (s1, created, e1) = try channels(["create", "--storage-policy", "1"])
+        let (s2, second, _) = try channels(["create"])
+        #expect(s1 == 0 && s2 == 0, "\(e1)")
+        let live = try #require(created.first?["channelId"] as? String), other = try #require(second.first?["channelId"] as? String)
+        #expect(created.first?["created"] as? Bool == true && live != other)
+        #expect(try channels(["list"]).1.compactMap { $0["channelId"] as? String } == [live, other])
+        let read = try channels(["read", "--channel-id", live]).1.first
+        #expect(read?["storagePolicy"] as? Int == 1 && read?["pushType"] as? String == "LiveActivity")
+
+        func send(_ ids: ClosedRange<Int>, to channel: String) throws -> [Substring] {
+            let lines = ids.map { #"{"id":\#($0),"channel-id":"\#(channel)","event":"update","content-state":{"score":\#($0)},"timestamp":1700000000}"# }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
+            let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+            #expect(status == 0, "\(stderr)")
+            return try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
+        }
+        let first = try send(1...50, to: live)
+        #expect(first.count == 50 && first.allSatisfy { $0.contains(#""outcome":"accepted""#) && $0.contains(#""channelId":"\#(live)""#) && !$0.contains("token") })
+
+        let (deleted, gone, _) = try channels(["delete", "--channel-id", live])
+        #expect(deleted == 0 && gone.first?["deleted"] as? Bool == true)
+        let (readStatus, _, readError) = try channels(["read", "--channel-id", live])
+        #expect(readStatus != 0 && readError.contains("ChannelNotRegistered"))
+        #expect(try channels(["list"]).1.compactMap { $0["channelId"] as? String } == [other])
+        let after = try send(51...52, to: live)
+        #expect(after.count == 2 && after.allSatisfy { $0.contains(#""status":400,"reason":"ChannelNotRegistered""#) })
+
+        let summary = simulator.stop(interrupt: true)
+        #expect(summary["broadcasts"] as? Int == 50 && summary["channels"] as? Int == 1 && summary["duplicates"] as? Int == 0)
     }
 }

@@ -7,7 +7,7 @@ public struct NotificationRequest: Sendable, Hashable {
     /// The caller's identifier, echoed in the outcome; also the binary
     /// interface's notification identifier when the framer is told to use it.
     public var id: UInt32?
-    /// The device token.
+    /// The device token; empty for a broadcast (``channelID``).
     public var token: DeviceToken
     /// The app's bundle identifier (`apns-topic`; not carried by the binary interface).
     public var topic: String?
@@ -34,6 +34,7 @@ public struct NotificationRequest: Sendable, Hashable {
         @usableFromInline var pushType: PushType?
         @usableFromInline var collapseID: String?
         @usableFromInline var apnsID: String?
+        @usableFromInline var channelID: String?
         static let none = CopyOnWrite<HTTP2Headers>.Storage(HTTP2Headers())
     }
 
@@ -43,6 +44,17 @@ public struct NotificationRequest: Sendable, Hashable {
     @inlinable public var collapseID: String? { get { headers.value.collapseID } set { headers.value.collapseID = newValue } }
     /// HTTP/2 only: `apns-id`, a canonical UUID; `nil` lets the transport make one.
     @inlinable public var apnsID: String? { get { headers.value.apnsID } set { headers.value.apnsID = newValue } }
+    /// HTTP/2 only: a broadcast push (iOS 18 Live Activities) to this channel
+    /// (`apns-channel-id`) instead of a device; the request then has no token.
+    @inlinable public var channelID: String? { get { headers.value.channelID } set { headers.value.channelID = newValue } }
+    /// Whether this is a broadcast push to a channel rather than a push to one device.
+    @inlinable public var isBroadcast: Bool { headers.value.channelID != nil }
+
+    /// A broadcast push to channel `channelID` (no device token).
+    public init(channelID: String, aps: APS = APS(), topic: String? = nil) {
+        self.init(token: DeviceToken(bytes: []), aps: aps, topic: topic)
+        self.channelID = channelID
+    }
 
     public init(
         token: DeviceToken, aps: APS = APS(), custom: JSONObject = JSONObject(), id: UInt32? = nil,

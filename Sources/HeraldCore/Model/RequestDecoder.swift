@@ -4,6 +4,7 @@ import HeraldJSON
 /// Structured form:
 /// `{"token":"<hex>","topic":"…","alert":"Hi"|{…},"badge":5,"sound":"default","custom":{…},"language":"fr-CA","expiry":1700000000,"priority":10,"id":42}`
 /// Raw form: `{"token":"<hex>","payload":{"aps":{…},…}}`.
+/// A broadcast (HTTP/2, iOS 18 Live Activities) names `"channel-id"` instead of `"token"`.
 /// Unknown keys and wrongly typed values are errors naming the key.
 public struct RequestDecoder: Sendable {
     public init() {}
@@ -18,14 +19,22 @@ public struct RequestDecoder: Sendable {
     /// Decodes a parsed JSON value.
     public func decode(_ value: JSONValue) throws(RequestError) -> NotificationRequest {
         guard case .object(let o) = value else { throw RequestError("request must be a JSON object, got \(value.typeName)") }
-        guard let tokenValue = o["token"] else { throw RequestError("missing \"token\"") }
-        guard case .string(let hex) = tokenValue else { throw RequestError("\"token\" must be a hex string") }
-        let token: DeviceToken
-        do { token = try DeviceToken(hex: hex) } catch { throw RequestError("\"token\": \(error)") }
-        var r = NotificationRequest(token: token)
+        var r: NotificationRequest
+        if let channel = o["channel-id"] {
+            guard o["token"] == nil else { throw RequestError("\"token\" and \"channel-id\" cannot both be given: a push goes to a device or to a broadcast channel") }
+            let id = try string(channel, "channel-id")
+            guard Self.isChannelID(id) else { throw RequestError("\"channel-id\" must be a channel id as APNs issues them (base64 text)") }
+            r = NotificationRequest(channelID: id)
+        } else {
+            guard let tokenValue = o["token"] else { throw RequestError("missing \"token\" (or \"channel-id\" for a broadcast)") }
+            guard case .string(let hex) = tokenValue else { throw RequestError("\"token\" must be a hex string") }
+            let token: DeviceToken
+            do { token = try DeviceToken(hex: hex) } catch { throw RequestError("\"token\": \(error)") }
+            r = NotificationRequest(token: token)
+        }
         for (key, v) in o {
             switch key {
-            case "token": break
+            case "token", "channel-id": break
             case "id":
                 guard let n = v.numberValue?.intValue, n >= 0, n <= Int(UInt32.max) else {
                     throw RequestError("\"id\" must be an integer from 0 to \(UInt32.max)")
@@ -73,7 +82,7 @@ public struct RequestDecoder: Sendable {
             }
         }
         if r.rawPayload != nil {
-            let structured = o.keys.filter { !["token", "id", "topic", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id"].contains($0) }
+            let structured = o.keys.filter { !["token", "channel-id", "id", "topic", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id"].contains($0) }
             if !structured.isEmpty {
                 throw RequestError("\"payload\" (raw form) cannot be combined with \(structured.map { "\"\($0)\"" }.joined(separator: ", "))")
             }
@@ -135,6 +144,24 @@ public struct RequestDecoder: Sendable {
         case "input-push-channel": aps.inputPushChannel = try string(v, name)
         default: throw RequestError("unknown key \"\(name)\"")
         }
+    }
+
+    /// Whether `s` looks like a broadcast channel id: base64 text (APNs issues
+    /// 16 random bytes, `dHN0LXNyY2gtY2hubA==`), at most 256 characters.
+    package static func isChannelID(_ s: String) -> Bool {
+        let u = s.utf8
+        guard !u.isEmpty, u.count <= 256, u.count % 4 == 0 else { return false }
+        var padding = 0
+        for c in u {
+            switch c {
+            case UInt8(ascii: "="): padding += 1
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "+"), UInt8(ascii: "/"):
+                if padding > 0 { return false }
+            default: return false
+            }
+        }
+        return padding <= 2
     }
 
     /// Whether `s` is a UUID in its canonical text form (either case).

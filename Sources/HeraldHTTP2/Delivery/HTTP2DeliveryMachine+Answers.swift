@@ -12,7 +12,7 @@ extension HTTP2DeliveryMachine {
         case .rejected:
             outcomes.append(item.record(.rejected(status), response))
         case .unregistered:
-            deadTokens.append((item.token, response.timestamp))
+            if item.token.count > 0 { deadTokens.append((item.token, response.timestamp)) }
             outcomes.append(item.record(.rejected(status), response))
         case .credentialRejected:
             let why = OutcomeReason(.credentialRejected, "APNs refused the credential: \(response.status) \(response.reason ?? "")")

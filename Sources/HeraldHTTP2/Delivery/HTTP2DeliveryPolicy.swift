@@ -49,7 +49,7 @@ public struct HTTP2Item: Sendable {
         OutcomeRecord(
             sequence: sequence, line: line, id: id, token: token, outcome: outcome,
             apnsID: response?.apnsID ?? request.apnsID, apnsUniqueID: response?.uniqueID,
-            apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil)
+            apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil, apnsChannelID: request.channelID)
     }
 }
 

@@ -17,6 +17,8 @@ public struct HTTP2SimulatorConfiguration: Sendable, Hashable {
     public var teamID = ""
     /// Streams a connection allows once a valid token has arrived (one before).
     public var maxConcurrentStreams = 1000
+    /// Broadcast channels the app may have (APNs: 10,000 per app and environment).
+    public var maxChannels = 10_000
     /// Seeded faults, each a probability per request.
     public var faults = Faults()
 
@@ -61,6 +63,11 @@ public final class HTTP2Simulator: Sendable {
     /// Tokens whose app was removed at `timestamp` (milliseconds since 1970): 410 `Unregistered`.
     public func markUnregistered(_ token: DeviceToken, at timestamp: Int64) { state.withLock { $0.unregistered[token] = timestamp } }
 
+    /// Creates a broadcast channel, as `POST /1/apps/<bundle id>/channels` would; returns its id.
+    public func createChannel(storagePolicy: Int = 0) -> String { state.withLock { $0.newChannel(storagePolicy: storagePolicy) } }
+    /// The app's broadcast channels, oldest first.
+    public var channels: [String] { state.withLock { $0.channelOrder } }
+
     /// What the simulator has seen and done.
     public var counters: HTTP2SimulatorCounters { state.withLock { $0.counters } }
 
@@ -95,6 +102,11 @@ struct HTTP2SimulatorState {
     var invalid: Set<DeviceToken> = []
     var unregistered: [DeviceToken: Int64] = [:]
     var goingAway: Set<Int> = []
+    /// Broadcast channels and their storage policies; ids in creation order.
+    var channels: [String: Int] = [:]
+    var channelOrder: [String] = []
+    /// Channel ids come from their own generator, so creating channels leaves the fault sequence alone.
+    var channelRandom: SeededGenerator
     var trusted: Set<Int> = []
     /// Provider tokens already verified, and when they were issued.
     var verified: [String: Int64] = [:]
@@ -104,6 +116,7 @@ struct HTTP2SimulatorState {
         self.configuration = configuration
         self.publicKey = publicKey
         random = SeededGenerator(seed: configuration.faults.seed)
+        channelRandom = SeededGenerator(seed: configuration.faults.seed ^ 0x6368_616E_6E65_6C73)
     }
 
     mutating func handle(_ request: APNsRequest, authorization: String?, connection: Int, now: Duration) -> HTTP2Simulator.Reply {
@@ -113,7 +126,9 @@ struct HTTP2SimulatorState {
             return .refused
         }
         if let reason = authenticate(authorization, connection: connection, now: now) { return answer(403, reason, request) }
-        if let (status, reason) = check(request) { return answer(status, reason, request) }
+        if request.path.hasPrefix(Self.channelsPrefix) { return .answer(manageChannels(request)) }
+        let broadcast = request.path.hasPrefix(Self.broadcastPath)
+        if let (status, reason) = broadcast ? checkBroadcast(request) : check(request) { return answer(status, reason, request) }
         let f = configuration.faults
         let roll = Double.random(in: 0..<1, using: &random)
         var edge = f.goAway
@@ -127,11 +142,13 @@ struct HTTP2SimulatorState {
             edge += p
             if roll < edge { return answer(status, reason, request) }
         }
-        let token = try! DeviceToken(hex: request.path.dropFirst(Self.devicePath.count))  // checked above
-        if invalid.contains(token) { return answer(400, "BadDeviceToken", request) }
-        if let since = unregistered[token] {
-            counters.answers["Unregistered", default: 0] += 1
-            return .answer(APNsResponse(status: 410, apnsID: request.apnsID, reason: "Unregistered", timestamp: since))
+        if !broadcast {
+            let token = try! DeviceToken(hex: request.path.dropFirst(Self.devicePath.count))  // checked above
+            if invalid.contains(token) { return answer(400, "BadDeviceToken", request) }
+            if let since = unregistered[token] {
+                counters.answers["Unregistered", default: 0] += 1
+                return .answer(APNsResponse(status: 410, apnsID: request.apnsID, reason: "Unregistered", timestamp: since))
+            }
         }
         edge += f.reset
         if roll < edge {
@@ -211,6 +228,95 @@ struct HTTP2SimulatorState {
     mutating func deliver(_ request: APNsRequest) {
         counters.delivered += 1
         counters.deliveries[request.apnsID, default: 0] += 1
+        if let channel = request.channelID { counters.broadcasts[channel, default: 0] += 1 }
+    }
+
+    // MARK: - Broadcasts
+
+    static let broadcastPath = "/4/broadcasts/apps/"
+    static let channelsPrefix = "/1/apps/"
+
+    /// A broadcast push's checks, in APNs' order.
+    func checkBroadcast(_ r: APNsRequest) -> (Int, String)? {
+        if r.method != "POST" { return (405, "MethodNotAllowed") }
+        if r.path.dropFirst(Self.broadcastPath.count) != configuration.bundleID { return (403, "TopicMismatch") }
+        var seen = Set<String>()
+        for h in r.headers where !seen.insert(h.name).inserted { return (400, "DuplicateHeaders") }
+        guard let channel = r.channelID else { return (400, "MissingChannelId") }
+        guard RequestDecoder.isChannelID(channel) else { return (400, "BadChannelId") }
+        guard r[header: "apns-push-type"] == PushType.liveActivity.rawValue else { return (400, "InvalidPushType") }
+        if let id = r[header: "apns-request-id"], !RequestDecoder.isCanonicalUUID(id) { return (400, "BadMessageId") }
+        if let e = r[header: "apns-expiration"], Int64(e) == nil { return (400, "BadExpirationDate") }
+        if let p = r[header: "apns-priority"], !["10", "5", "1"].contains(p) { return (400, "BadPriority") }
+        if r.body.isEmpty { return (400, "PayloadEmpty") }
+        if r.body.count > 5120 { return (413, "PayloadTooLarge") }
+        if channels[channel] == nil { return (400, "ChannelNotRegistered") }
+        return nil
+    }
+
+    /// A channel id as APNs makes them: 16 random bytes in base64.
+    mutating func newChannel(storagePolicy: Int) -> String {
+        let a = channelRandom.next(), b = channelRandom.next()
+        let bytes = (0..<16).map { UInt8(truncatingIfNeeded: ($0 < 8 ? a : b) >> (8 * UInt64($0 & 7))) }
+        let id = Data(bytes).base64EncodedString()
+        channels[id] = storagePolicy
+        channelOrder.append(id)
+        return id
+    }
+
+    /// The channel management API (`/1/apps/<bundle id>/channels` and `/all-channels`).
+    mutating func manageChannels(_ r: APNsRequest) -> APNsResponse {
+        counters.channelRequests += 1
+        func fail(_ status: Int, _ reason: String) -> APNsResponse {
+            counters.answers[reason, default: 0] += 1
+            return APNsResponse(status: status, apnsID: r.apnsID.isEmpty ? nil : r.apnsID, reason: reason)
+        }
+        func success(_ status: Int, channel: String? = nil, content: [UInt8] = []) -> APNsResponse {
+            var a = APNsResponse(status: status, apnsID: r.apnsID.isEmpty ? nil : r.apnsID)
+            a.channelID = channel
+            a.content = content
+            return a
+        }
+        let rest = r.path.dropFirst(Self.channelsPrefix.count)
+        guard let slash = rest.lastIndex(of: "/") else { return fail(404, "BadPath") }
+        let resource = rest[rest.index(after: slash)...]
+        guard resource == "channels" || resource == "all-channels" else { return fail(404, "BadPath") }
+        if rest[..<slash] != configuration.bundleID { return fail(403, "TopicMismatch") }
+        if let id = r[header: "apns-request-id"], !RequestDecoder.isCanonicalUUID(id) { return fail(400, "BadMessageId") }
+        switch (r.method, resource) {
+        case ("GET", "all-channels"):
+            var w = JSONWriter(capacity: 32 + channelOrder.count * 28)
+            w.raw("{\"channels\":[")
+            for (i, id) in channelOrder.enumerated() {
+                if i > 0 { w.raw(",") }
+                w.string(id)
+            }
+            w.raw("]}")
+            return success(200, content: w.bytes)
+        case ("POST", "channels"):
+            guard let o = (try? JSONParser.parse(r.body))?.objectValue, o.count == 2,
+                let policy = o["message-storage-policy"]?.numberValue?.intValue, BroadcastChannelRequest.storagePolicies.contains(policy),
+                o["push-type"]?.stringValue == "LiveActivity"
+            else { return fail(400, "BadRequestParams") }
+            guard channels.count < configuration.maxChannels else { return fail(400, "CannotCreateChannelConfig") }
+            return success(201, channel: newChannel(storagePolicy: policy))
+        case ("GET", "channels"), ("DELETE", "channels"):
+            guard let channel = r.channelID else { return fail(400, "MissingChannelId") }
+            guard RequestDecoder.isChannelID(channel) else { return fail(400, "BadChannelId") }
+            guard let policy = channels[channel] else { return fail(404, "ChannelNotRegistered") }
+            if r.method == "DELETE" {
+                channels[channel] = nil
+                channelOrder.removeAll { $0 == channel }
+                return success(204)
+            }
+            var w = JSONWriter(capacity: 64)
+            w.raw("{\"message-storage-policy\":")
+            w.int(policy)
+            w.raw(",\"push-type\":\"LiveActivity\"}")
+            return success(200, content: w.bytes)
+        default:
+            return fail(405, "MethodNotAllowed")
+        }
     }
 
     mutating func answer(_ status: Int, _ reason: String, _ request: APNsRequest) -> HTTP2Simulator.Reply {
@@ -233,6 +339,10 @@ public struct HTTP2SimulatorCounters: Sendable, Hashable {
     public var refused = 0
     public var resets = 0
     public var lostAnswers = 0
+    /// Broadcast pushes delivered, by channel.
+    public var broadcasts: [String: Int] = [:]
+    /// Channel management calls answered.
+    public var channelRequests = 0
     /// Notifications delivered more than once.
     public var duplicates: Int { deliveries.values.reduce(0) { $0 + max(0, $1 - 1) } }
 }
