@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "HeraldBinary", targets: ["HeraldBinary"]),
         .library(name: "HeraldSimulator", targets: ["HeraldSimulator"]),
         .library(name: "HeraldRecorder", targets: ["HeraldRecorder"]),
+        .library(name: "HeraldStore", targets: ["HeraldStore"]),
         .library(name: "HeraldOpenSSL", targets: ["HeraldOpenSSL"]),
         .library(name: "HeraldGateway", targets: ["HeraldGateway"]),
         .library(name: "HeraldHTTP2", targets: ["HeraldHTTP2"]),
@@ -29,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
@@ -55,6 +57,11 @@ let package = Package(
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
         ),
         .target(name: "CHeraldZlib", dependencies: ["CZlib"]),
+        // Durable state: the token store on SQLite (GRDB.swift, Debian's libsqlite3), issue 14.
+        .target(
+            name: "HeraldStore",
+            dependencies: ["HeraldJSON", "HeraldCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
         // The file recorder transport: gzip-compressed JSON Lines logs of what would be sent.
         .target(name: "HeraldRecorder", dependencies: ["HeraldJSON", "HeraldCore", "CZlib", "CHeraldZlib"]),
         // The system OpenSSL (libssl-dev), used by HeraldOpenSSL (and HeraldTesting's certificate maker).
@@ -116,7 +123,7 @@ let package = Package(
         .target(
             name: "HeraldKit",
             dependencies: [
-                "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder",
+                "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder", "HeraldStore",
                 "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport",
             ]
         ),
@@ -125,7 +132,7 @@ let package = Package(
             name: "HeraldBenchmarks",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator",
-                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit",
+                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit", "HeraldStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -134,7 +141,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
-                "HeraldHTTP2", "HeraldBenchmarks",
+                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -166,6 +173,10 @@ let package = Package(
             dependencies: ["HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit"]
         ),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldCore", "HeraldRecorder"]),
+        .testTarget(
+            name: "HeraldStoreTests",
+            dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldStore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
         .testTarget(
             name: "HeraldHTTP2Tests",

@@ -37,7 +37,9 @@ public struct APNsRequest: Sendable, Hashable {
         self.headers = headers
         self.body = body
         pushType = headers.first { $0.name == "apns-push-type" }.map { PushType(rawValue: $0.value) } ?? .alert
-        apnsID = headers.first { $0.name == "apns-id" || $0.name == "apns-request-id" }?.value ?? ""
+        // A push to a device is named by `apns-id`; a broadcast and channel management by `apns-request-id`.
+        let idHeader = path.hasPrefix("/3/") ? "apns-id" : "apns-request-id"
+        apnsID = headers.first { $0.name == idHeader }?.value ?? ""
         channelID = headers.first { $0.name == "apns-channel-id" }?.value
     }
 

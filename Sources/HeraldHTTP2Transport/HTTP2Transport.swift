@@ -61,7 +61,7 @@ public final class HTTP2Transport: Transport {
         for e in batch {
             do throws(StageFailure) {
                 let request = try builder.request(for: e)
-                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request))
+                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request, topic: e.request.topic))
             } catch {
                 dropped.append(e.record(.dropped(OutcomeReason(error.code, error.reason))))
             }

@@ -3,6 +3,7 @@ import HeraldBinary
 import HeraldCore
 import HeraldLocalization
 import HeraldPayload
+import HeraldStore
 
 /// Builds pipelines from a configuration and a registry.
 ///
@@ -21,9 +22,15 @@ public struct HeraldAssembly: Sendable {
         self.tokenStore = tokenStore
     }
 
-    /// An assembly whose token store is the one the configuration names (`tokens.path`), or in memory.
+    /// An assembly whose token store is the one the configuration names
+    /// (`tokens.path`: an SQLite ``SQLiteTokenStore``), or in memory.
     public static func configured(_ configuration: HeraldConfiguration, registry: HeraldRegistry = .standard()) throws(ConfigError) -> HeraldAssembly {
-        let store: any TokenStore = try configuration.tokenStorePath.map { path throws(ConfigError) in try FileTokenStore(path: path) } ?? InMemoryTokenStore()
+        var store: any TokenStore = InMemoryTokenStore()
+        if let path = configuration.tokenStorePath {
+            do { store = try SQLiteTokenStore(path: path) } catch {
+                throw ConfigError(file: configuration.root.file, key: "tokens.path", message: error.description)
+            }
+        }
         return HeraldAssembly(configuration: configuration, registry: registry, tokenStore: store)
     }
 

@@ -36,7 +36,7 @@ public struct HeraldConfiguration: Sendable {
     public var customStages: [CustomStageSpec] = []
     /// Where outcomes go (`-` for standard output).
     public var outcomes = "-"
-    /// The token store journal (`tokens.path`); `nil` keeps dead tokens in memory for the run only.
+    /// The token store (`tokens.path`, an SQLite database); `nil` keeps dead tokens in memory for the run only.
     public var tokenStorePath: String?
     /// The parsed file, kept to report keys nothing read (checked when the pipeline is made).
     public var root: ConfigNode = .empty()

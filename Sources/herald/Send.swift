@@ -56,8 +56,9 @@ struct Send: AsyncParsableCommand {
         let ledger = OutcomeLedger(observers: [writer])
         let pipeline: Pipeline
         let transport: any Transport
+        let assembly: HeraldAssembly
         do {
-            let assembly = try HeraldAssembly.configured(configuration)
+            assembly = try HeraldAssembly.configured(configuration)
             transport = try assembly.transport()
             pipeline = try assembly.makePipeline(source: JSONLinesSource(path: input), ledger: ledger, transport: transport)
         } catch {
@@ -90,8 +91,13 @@ struct Send: AsyncParsableCommand {
             throw SetupError("\(failure)")
         }
         if writer.failure != nil { throw ExitCode(Self.outcomesNotWritten) }
+        // Every outcome is written, but what the token store learned is not kept: say so in the status.
+        if assembly.tokenStore.failure != nil { throw ExitCode(Self.tokenStoreNotWritten) }
         if snapshot.failed > 0 { throw ExitCode(Self.someFailed) }
     }
+
+    /// Exit status when the token store could not record what the run learned (dead tokens…).
+    static let tokenStoreNotWritten: Int32 = 5
 
     /// Exit status when some requests ended `failed` (the rest were decided).
     static let someFailed: Int32 = 3

@@ -51,7 +51,7 @@ struct SimulateCLITests {
         {"transport": {"type": "gateway", "host": "127.0.0.1", "port": \(port), "serverName": "localhost",
           "feedbackHost": "127.0.0.1", "feedbackPort": \(feedbackPort),
           "p12": "\(dir)/client.p12", "passphraseFile": "\(dir)/passphrase.txt", "caFile": "\(dir)/ca.pem"},
-         "tokens": {"path": "\(dir)/tokens.jsonl"}}
+         "tokens": {"path": "\(dir)/tokens.db"}}
         """.write(toFile: config, atomically: true, encoding: .utf8)
         let requests = dir + "/requests.jsonl"
         let lines = (0..<30).map { i -> String in
@@ -81,11 +81,21 @@ struct SimulateCLITests {
         let (_, empty, _) = try run(["feedback", "--config", config])
         #expect(empty.isEmpty, "the feedback service empties its list once read")
 
+        // (Seconds are the store's unit: a registration in the same second as the unregistration does not lift it.)
+        let later = String(Int(Date().timeIntervalSince1970) + 2)
+        // The app registered again: `herald tokens register` lifts the suppression for that token only.
+        let (registered, _, registerError) = try run(["tokens", "register", "--config", config, "--token", gone, "--at", later])
+        #expect(registered == 0, "\(registerError)")
+        let (_, third, thirdSummary) = try run(["send", "--config", config, requests])
+        #expect(third.split(separator: "\n").contains { $0.contains(#""id":20"#) && $0.contains(#""outcome":"accepted""#) })
+        #expect(third.split(separator: "\n").contains { $0.contains(#""id":12"#) && $0.contains(#""outcome":"suppressed""#) })
+        #expect(thirdSummary.contains(#""accepted":29,"rejected":0,"dropped":0,"suppressed":1"#), "\(thirdSummary)")
+
         sim.interrupt()
         try await waitUntil(seconds: 10) { !sim.isRunning }
         #expect(sim.terminationStatus == 0)
         try await waitUntil(seconds: 5) { collected.lines.count >= 2 }
-        #expect(collected.lines.last?.contains(#""accepted":57"#) == true, "\(collected.lines)")
+        #expect(collected.lines.last?.contains(#""accepted":86"#) == true, "\(collected.lines)")
     }
 
     @Test("simulate refuses to listen beyond loopback")

@@ -99,11 +99,11 @@ struct ConfigurationPathTests {
     func relativeToConfigurationFile() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-paths-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
-        try #"{"outcomes":"state/outcomes.jsonl","tokens":{"path":"state/tokens.jsonl"}}"#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        try #"{"outcomes":"state/outcomes.jsonl","tokens":{"path":"state/tokens.db"}}"#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
         let input = try temporaryFile(#"{"id":1,"token":"\#(goodToken)","alert":"hi"}"# + "\n")
         let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", input])
         #expect(status == 0, "\(stderr)")
-        #expect(FileManager.default.fileExists(atPath: dir + "/state/tokens.jsonl"))
+        #expect(FileManager.default.fileExists(atPath: dir + "/state/tokens.db"))
         let outcomes = try String(contentsOfFile: dir + "/state/outcomes.jsonl", encoding: .utf8)
         #expect(outcomes.contains(#""outcome":"accepted""#))
         #expect(!FileManager.default.fileExists(atPath: "state/outcomes.jsonl"))

@@ -11,7 +11,7 @@ struct HTTP2SendTests {
         _ = try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
         let good = String(repeating: "ab", count: 32), bad = String(repeating: "cd", count: 32), gone = String(repeating: "ef", count: 32)
         try #"""
-        {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.jsonl"},
+        {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.db"},
          "transport":{"type":"http2-simulator","bundleID":"com.example.app","connections":2,
                       "providerToken":{"keyFile":"AuthKey.p8","keyID":"KEY1234567","teamID":"TEAM123456"},
                       "invalidTokens":["\#(bad)"],"unregisteredTokens":["\#(gone)"],
@@ -43,8 +43,11 @@ struct HTTP2SendTests {
         #expect(outcomes.contains { $0.contains(#""id":900"#) && $0.contains(#""status":400,"reason":"BadDeviceToken""#) })
         #expect(outcomes.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
         #expect(outcomes.contains { $0.contains(#""id":902"#) && $0.contains(#""outcome":"dropped""#) })
-        let store = try String(contentsOfFile: dir + "/tokens.jsonl", encoding: .utf8)
-        #expect(store.contains(gone) && !store.contains(good))
+        // The 410 is in the store under the request's topic, with APNs' time and its source.
+        let (listed, store, listError) = try runHerald(["tokens", "export", "--config", dir + "/herald.json"])
+        #expect(listed == 0, "\(listError)")
+        #expect(store.contains(gone) && store.contains(#""topic":"com.example.app""#) && store.contains(#""unregisteredSource":"http-410""#))
+        #expect(!store.contains(good))
         for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
             #expect(!stderr.contains(secret), "no key or JWT in the output")
         }
@@ -63,7 +66,7 @@ struct HTTP2SendTests {
         ])
         let port = simulator.ready["port"] as! Int
         try #"""
-        {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.jsonl"},
+        {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.db"},
          "transport":{"type":"http2","host":"127.0.0.1","port":\#(port),"serverName":"localhost","caFile":"\#(certs.caCertificate)",
                       "topic":"com.example.app","connections":2,
                       "providerToken":{"keyFile":"AuthKey.p8","keyID":"KEY1234567","teamID":"TEAM123456"}}}
@@ -86,8 +89,17 @@ struct HTTP2SendTests {
         let second = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(second.contains { $0.contains(#""id":901"#) && $0.contains(#""outcome":"suppressed""#) })
         #expect(second.filter { $0.contains(#""outcome":"accepted""#) }.count == 300)
+        // (Seconds are the store's unit: a registration in the same second as the unregistration does not lift it.)
+        let later = String(Int(Date().timeIntervalSince1970) + 2)
+        // The app registered again after the 410: the token goes out again.
+        let (registered, _, registerError) = try runHerald(["tokens", "register", "--config", dir + "/herald.json", "--token", gone, "--topic", "com.example.app", "--at", later])
+        #expect(registered == 0, "\(registerError)")
+        let (third, _, stderr3) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        #expect(third == 0, "\(stderr3)")
+        let thirdLines = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
+        #expect(thirdLines.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410"#) })
         let summary = simulator.stop(interrupt: true)
-        #expect(summary["delivered"] as? Int == 600 && summary["duplicates"] as? Int == 0 && summary["provider_tokens"] as? Int == 2)
+        #expect(summary["delivered"] as? Int == 900 && summary["duplicates"] as? Int == 0 && summary["provider_tokens"] as? Int == 3)
         for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
             #expect(!stderr.contains(secret) && !stderr2.contains(secret), "no key or JWT in the output")
         }

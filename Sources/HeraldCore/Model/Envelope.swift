@@ -64,21 +64,23 @@ public struct OutcomeRecord: Sendable, Hashable {
     /// HTTP/2: the `apns-id` APNs answered with (the request's own, echoed).
     public var apnsID: String? {
         get { apns?.id }
-        set { apns = newValue.map { APNsIdentifiers(id: $0, uniqueID: apns?.uniqueID, unregisteredAt: apns?.unregisteredAt, channelID: apns?.channelID) } }
+        set { apns = newValue.map { APNsIdentifiers(id: $0, uniqueID: apns?.uniqueID, unregisteredAt: apns?.unregisteredAt, channelID: apns?.channelID, topic: apns?.topic) } }
     }
     /// HTTP/2, development environment: the `apns-unique-id` APNs gave the notification.
     public var apnsUniqueID: String? {
         get { apns?.uniqueID }
-        set { apns = APNsIdentifiers(id: apns?.id ?? "", uniqueID: newValue, unregisteredAt: apns?.unregisteredAt, channelID: apns?.channelID) }
+        set { apns = APNsIdentifiers(id: apns?.id ?? "", uniqueID: newValue, unregisteredAt: apns?.unregisteredAt, channelID: apns?.channelID, topic: apns?.topic) }
     }
     /// HTTP/2, a 410 answer: since when the token is dead (milliseconds since 1970), as APNs said.
     public var apnsUnregisteredAt: Int64? { apns?.unregisteredAt }
     /// HTTP/2, a broadcast push: the channel it went to.
     public var apnsChannelID: String? { apns?.channelID }
+    /// HTTP/2: the request's `topic` as given (where a 410 is filed in the token store).
+    public var topic: String? { apns?.topic }
 
     public init(
         sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken?, outcome: Outcome, apnsID: String? = nil,
-        apnsUniqueID: String? = nil, apnsUnregisteredAt: Int64? = nil, apnsChannelID: String? = nil
+        apnsUniqueID: String? = nil, apnsUnregisteredAt: Int64? = nil, apnsChannelID: String? = nil, topic: String? = nil
     ) {
         self.sequence = sequence
         self.line = line
@@ -86,7 +88,7 @@ public struct OutcomeRecord: Sendable, Hashable {
         self.token = token?.count == 0 ? nil : token  // a broadcast has no device
         self.outcome = outcome
         if let apnsID {
-            apns = APNsIdentifiers(id: apnsID, uniqueID: apnsUniqueID, unregisteredAt: apnsUnregisteredAt, channelID: apnsChannelID)
+            apns = APNsIdentifiers(id: apnsID, uniqueID: apnsUniqueID, unregisteredAt: apnsUnregisteredAt, channelID: apnsChannelID, topic: topic)
         }
     }
 }
@@ -97,19 +99,22 @@ final class APNsIdentifiers: Sendable, Hashable {
     let uniqueID: String?
     let unregisteredAt: Int64?
     let channelID: String?
-    init(id: String, uniqueID: String?, unregisteredAt: Int64?, channelID: String?) {
+    let topic: String?
+    init(id: String, uniqueID: String?, unregisteredAt: Int64?, channelID: String?, topic: String?) {
         self.id = id
         self.uniqueID = uniqueID
         self.unregisteredAt = unregisteredAt
         self.channelID = channelID
+        self.topic = topic
     }
     static func == (a: APNsIdentifiers, b: APNsIdentifiers) -> Bool {
-        a.id == b.id && a.uniqueID == b.uniqueID && a.unregisteredAt == b.unregisteredAt && a.channelID == b.channelID
+        a.id == b.id && a.uniqueID == b.uniqueID && a.unregisteredAt == b.unregisteredAt && a.channelID == b.channelID && a.topic == b.topic
     }
     func hash(into hasher: inout Hasher) {
         hasher.combine(id)
         hasher.combine(uniqueID)
         hasher.combine(unregisteredAt)
         hasher.combine(channelID)
+        hasher.combine(topic)
     }
 }

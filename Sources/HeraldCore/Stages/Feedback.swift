@@ -33,52 +33,54 @@ public protocol FeedbackSource: Sendable {
 
 /// Remembers which tokens must not be sent to.
 ///
-/// The rule from the feedback service: a token is dead if the app was not
-/// registered again after the feedback timestamp. Lookups are synchronous:
-/// the suppression stage asks once per request on the hot path.
+/// Per token and topic (the app's bundle identifier; `nil` for "the app the
+/// credential names", as the binary interface's feedback and status 8 say it):
+/// the newest registration and unregistration, each with its source. A request
+/// is suppressed when the unregistration is not older than the last
+/// registration (``SuppressionIndex`` has the rule across topics). Look-ups are
+/// synchronous: the suppression stage asks once per request on the hot path.
 public protocol TokenStore: Sendable {
     /// The app registered (again) with this token at `time` (UNIX seconds).
-    func registered(_ token: DeviceToken, at time: UInt32)
-    /// APNs said the token is dead since `time`; ignored if it registered later.
-    func unregistered(_ token: DeviceToken, at time: UInt32)
-    /// Whether sending to `token` should be suppressed.
-    func isSuppressed(_ token: DeviceToken) -> Bool
+    func registered(_ token: DeviceToken, topic: String?, at time: UInt32, source: TokenEventSource)
+    /// APNs said the token is dead since `time`; it stays deliverable if it registered later.
+    func unregistered(_ token: DeviceToken, topic: String?, at time: UInt32, source: TokenEventSource)
+    /// Whether sending to `token` for `topic` should be suppressed.
+    func isSuppressed(_ token: DeviceToken, topic: String?) -> Bool
+    /// The first change the store could not keep durably (a full disk…), if any:
+    /// the change holds in memory for this process only.
+    var failure: (any Error)? { get }
 }
 
-/// A token store in memory.
+extension TokenStore {
+    public var failure: (any Error)? { nil }
+    /// A registration for every topic.
+    public func registered(_ token: DeviceToken, at time: UInt32) { registered(token, topic: nil, at: time, source: .registration) }
+    /// An unregistration for every topic (the binary interface's feedback).
+    public func unregistered(_ token: DeviceToken, at time: UInt32) { unregistered(token, topic: nil, at: time, source: .feedback) }
+    /// Whether a request with no topic to `token` should be suppressed.
+    public func isSuppressed(_ token: DeviceToken) -> Bool { isSuppressed(token, topic: nil) }
+}
+
+/// A token store in memory: the ``SuppressionIndex`` alone, holding every event.
 public final class InMemoryTokenStore: TokenStore {
-    struct Entry { var registered: UInt32?; var dead: UInt32? }
-    let entries = Mutex<[DeviceToken: Entry]>([:])
+    let index = Mutex(SuppressionIndex())
 
     public init() {}
 
-    public func registered(_ token: DeviceToken, at time: UInt32) {
-        entries.withLock { e in
-            var entry = e[token] ?? Entry()
-            entry.registered = max(entry.registered ?? 0, time)
-            e[token] = entry
-        }
+    public func registered(_ token: DeviceToken, topic: String?, at time: UInt32, source: TokenEventSource) {
+        index.withLock { $0.update(token, topic: topic, registered: time, dead: nil) }
     }
 
-    public func unregistered(_ token: DeviceToken, at time: UInt32) {
-        entries.withLock { e in
-            var entry = e[token] ?? Entry()
-            entry.dead = max(entry.dead ?? 0, time)
-            e[token] = entry
-        }
+    public func unregistered(_ token: DeviceToken, topic: String?, at time: UInt32, source: TokenEventSource) {
+        index.withLock { $0.update(token, topic: topic, registered: nil, dead: time) }
     }
 
-    public func isSuppressed(_ token: DeviceToken) -> Bool {
-        entries.withLock { e in
-            guard let entry = e[token], let dead = entry.dead else { return false }
-            return (entry.registered ?? 0) <= dead
-        }
+    public func isSuppressed(_ token: DeviceToken, topic: String?) -> Bool {
+        index.withLock { $0.isSuppressed(token, topic: topic) }
     }
 
-    /// Number of tokens currently suppressed.
-    public var suppressedCount: Int {
-        entries.withLock { e in e.values.count(where: { $0.dead != nil && ($0.registered ?? 0) <= $0.dead! }) }
-    }
+    /// (token, topic) pairs currently suppressed.
+    public var suppressedCount: Int { index.withLock { $0.suppressedCount } }
 }
 
 /// The suppression stage: requests to dead tokens end as `suppressed`.
@@ -86,7 +88,7 @@ public struct SuppressionStage: EnvelopeStage {
     public let store: any TokenStore
     public init(store: any TokenStore) { self.store = store }
     public func apply(_ envelope: inout Envelope) throws(StageFailure) {
-        if store.isSuppressed(envelope.request.token) { envelope.outcome = .suppressed }
+        if store.isSuppressed(envelope.request.token, topic: envelope.request.topic) { envelope.outcome = .suppressed }
     }
 }
 
@@ -105,9 +107,9 @@ public struct TokenStoreFeedbackObserver: OutcomeObserver {
         for r in records {
             guard case .rejected(let s) = r.outcome, let t = r.token else { continue }
             if s == .invalidToken {
-                store.unregistered(t, at: clock())
+                store.unregistered(t, topic: nil, at: clock(), source: .invalidToken)
             } else if s.reason != nil && s.rawValue == 410 {
-                store.unregistered(t, at: r.apnsUnregisteredAt.map { UInt32(clamping: $0 / 1000) } ?? clock())
+                store.unregistered(t, topic: r.topic, at: r.apnsUnregisteredAt.map { UInt32(clamping: $0 / 1000) } ?? clock(), source: .gone)
             }
         }
     }

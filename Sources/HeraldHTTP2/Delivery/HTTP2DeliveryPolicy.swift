@@ -32,24 +32,27 @@ public struct HTTP2Item: Sendable {
     public var id: UInt32?
     public var token: DeviceToken
     public var request: APNsRequest
+    /// The request's `topic` as given (a 410 is filed under it in the token store).
+    public var topic: String?
     /// Sends that ended in a retry or without an answer.
     var attempts = 0
     /// Not sent again before then.
     var notBefore: Duration = .zero
 
-    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, request: APNsRequest) {
+    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, request: APNsRequest, topic: String? = nil) {
         self.sequence = sequence
         self.line = line
         self.id = id
         self.token = token
         self.request = request
+        self.topic = topic
     }
 
     func record(_ outcome: Outcome, _ response: APNsResponse? = nil) -> OutcomeRecord {
         OutcomeRecord(
             sequence: sequence, line: line, id: id, token: token, outcome: outcome,
             apnsID: response?.apnsID ?? request.apnsID, apnsUniqueID: response?.uniqueID,
-            apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil, apnsChannelID: request.channelID)
+            apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil, apnsChannelID: request.channelID, topic: topic)
     }
 }
 

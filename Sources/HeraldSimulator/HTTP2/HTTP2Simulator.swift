@@ -105,7 +105,7 @@ struct HTTP2SimulatorState {
     /// Broadcast channels and their storage policies; ids in creation order.
     var channels: [String: Int] = [:]
     var channelOrder: [String] = []
-    /// Channel ids come from their own generator, so creating channels leaves the fault sequence alone.
+    /// Channel ids, and ids for requests that came without one, come from their own generator, so they leave the fault sequence alone.
     var channelRandom: SeededGenerator
     var trusted: Set<Int> = []
     /// Provider tokens already verified, and when they were issued.
@@ -121,6 +121,9 @@ struct HTTP2SimulatorState {
 
     mutating func handle(_ request: APNsRequest, authorization: String?, connection: Int, now: Duration) -> HTTP2Simulator.Reply {
         counters.requests += 1
+        // APNs names a request that came without an id (and echoes that name).
+        var request = request
+        if request.apnsID.isEmpty { request.apnsID = APNsID.make(using: &channelRandom) }
         if goingAway.contains(connection) {
             counters.refused += 1
             return .refused
@@ -269,10 +272,10 @@ struct HTTP2SimulatorState {
         counters.channelRequests += 1
         func fail(_ status: Int, _ reason: String) -> APNsResponse {
             counters.answers[reason, default: 0] += 1
-            return APNsResponse(status: status, apnsID: r.apnsID.isEmpty ? nil : r.apnsID, reason: reason)
+            return APNsResponse(status: status, apnsID: r.apnsID, reason: reason)
         }
         func success(_ status: Int, channel: String? = nil, content: [UInt8] = []) -> APNsResponse {
-            var a = APNsResponse(status: status, apnsID: r.apnsID.isEmpty ? nil : r.apnsID)
+            var a = APNsResponse(status: status, apnsID: r.apnsID)
             a.channelID = channel
             a.content = content
             return a

@@ -68,7 +68,7 @@ public actor HTTP2SimulatorTransport: Transport {
         for e in batch {
             do throws(StageFailure) {
                 let request = try builder.request(for: e)
-                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request))
+                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request, topic: e.request.topic))
             } catch {
                 records.append(e.record(.dropped(OutcomeReason(error.code, error.reason))))
             }
