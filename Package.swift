@@ -132,7 +132,7 @@ let package = Package(
             name: "HeraldBenchmarks",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator",
-                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit", "HeraldStore",
+                "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit", "HeraldStore", "HeraldRecorder",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -141,7 +141,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
-                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore",
+                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -172,7 +172,7 @@ let package = Package(
             name: "HeraldKitTests",
             dependencies: ["HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit"]
         ),
-        .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldCore", "HeraldRecorder"]),
+        .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldJSON", "HeraldRecorder"]),
         .testTarget(
             name: "HeraldStoreTests",
             dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldStore", .product(name: "GRDB", package: "GRDB.swift")]

@@ -18,10 +18,25 @@
     }
 
     /// Appends two lowercase digits per byte.
-    @inline(__always) package static func append(_ bytes: some Sequence<UInt8>, to out: inout [UInt8]) {
+    @inlinable package static func append(_ bytes: some Sequence<UInt8>, to out: inout [UInt8]) {
         for b in bytes {
             out.append(digit(b >> 4))
             out.append(digit(b & 0xF))
+        }
+    }
+
+    /// Appends two lowercase digits per byte, written in place (frames in the recorder's log).
+    @inlinable package static func append(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        let start = out.count, n = bytes.count
+        guard n > 0 else { return }
+        out.append(contentsOf: repeatElement(0, count: 2 * n))
+        out.withUnsafeMutableBufferPointer { o in
+            let p = o.baseAddress! + start
+            for i in 0..<n {
+                let b = bytes[i]
+                p[2 * i] = digit(b >> 4)
+                p[2 * i + 1] = digit(b & 0xF)
+            }
         }
     }
 

@@ -56,9 +56,14 @@ public final class HeraldRegistry: Sendable {
             try GatewayTransport.make(node)
         }
         r.registerTransport("recorder") { node, _ in
-            guard let path = try node.path("path") else { throw node.error("path", "required: the .gz log to write") }
+            guard let path = try node.path("path") else { throw node.error("path", "required: the directory the log's segments go to") }
+            var options = RecorderOptions()
+            options.includeFrames = try node.bool("frames") ?? true
+            if let mib = try node.int("segmentMiB", in: 1...65536) { options.maxSegmentBytes = mib << 20 }
+            if let s = try node.int("segmentSeconds", in: 1...(30 * 86_400)) { options.maxSegmentAge = .seconds(s) }
+            if let level = try node.int("level", in: 1...9) { options.level = Int32(level) }
             do {
-                return try RecorderTransport(path: path, includeFrames: try node.bool("frames") ?? true)
+                return try RecorderTransport(directory: path, options: options)
             } catch {
                 throw node.error("path", "\(error)")
             }

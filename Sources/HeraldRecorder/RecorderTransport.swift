@@ -3,30 +3,43 @@ import HeraldJSON
 import Synchronization
 
 /// A transport that sends nothing: it records every notification it is given
-/// in a gzip-compressed JSON Lines log (`zcat` reads it), one line each:
+/// in a segmented, gzip-compressed JSON Lines log (``SegmentedLogWriter``), an
+/// audit trail that `herald inspect` reads and `herald replay` sends again.
 ///
-/// `{"seq":0,"id":42,"token":"<hex>","expiry":0,"priority":10,"frame":"<hex>","payload":{…}}`
+/// Each line is a request in Herald's raw request form plus when and in
+/// which order it was recorded, and its binary frame:
 ///
-/// A notification is `accepted` once its line is compressed and flushed to the
-/// file (a sync flush per batch), so a crash loses no line already reported.
-/// A write error fails the batch with the error. For dry runs, audits, replay.
+/// `{"time":1700000000123,"seq":0,"id":42,"token":"<hex>","topic":"com.example.app","expiry":0,"priority":10,"payload":{…},"frame":"<hex>"}`
+///
+/// A notification is `accepted` once its batch's gzip member is written to
+/// the segment (the kernel has it: a killed process loses nothing accepted).
+/// A write error fails that batch, naming the segment, and leaves no partial
+/// member behind.
 public final class RecorderTransport: Transport {
-    let writer: Mutex<GzipFileWriter?>
-    public let path: String
+    let writer: Mutex<(log: SegmentedLogWriter, finished: Bool)>
+    public let directory: String
     let includeFrames: Bool
 
-    public init(path: String, includeFrames: Bool = true) throws(RecorderError) {
-        self.path = path
-        self.includeFrames = includeFrames
-        writer = Mutex(try GzipFileWriter(path: path))
+    public init(directory: String, options: RecorderOptions = RecorderOptions()) throws(RecorderError) {
+        self.directory = directory
+        includeFrames = options.includeFrames
+        writer = Mutex((try SegmentedLogWriter(directory: directory, options: options), false))
+    }
+
+    /// Bytes recorded (uncompressed JSON Lines, and as written), and the segments made.
+    public var statistics: (bytesIn: Int, bytesOut: Int, segments: [String]) {
+        writer.withLock { w in (w.log.bytesIn, w.log.bytesOut, w.log.segments) }
     }
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
-        var w = JSONWriter(capacity: batch.count * 256)
-        for e in batch { Self.appendLine(e, includeFrame: includeFrames, to: &w) }
+        guard !batch.isEmpty else { return }
+        let clock = Duration.sinceEpoch.components
+        let now = clock.seconds * 1000 + clock.attoseconds / 1_000_000_000_000_000  // milliseconds
+        var w = JSONWriter(capacity: batch.count * 384)
+        for e in batch { Self.appendLine(e, time: now, includeFrame: includeFrames, to: &w) }
         let result: Result<Void, RecorderError> = writer.withLock { writer in
-            guard let writer else { return .failure(RecorderError(path: path, message: "recorder is closed")) }
-            return Result { () throws(RecorderError) in try writer.write(w.bytes, flush: true) }
+            guard !writer.finished else { return .failure(RecorderError(path: directory, message: "recorder is closed")) }
+            return Result { () throws(RecorderError) in try writer.log.append(w.bytes, records: batch.count, first: now, last: now) }
         }
         switch result {
         case .success: outcomes.record(batch.map { $0.record(.accepted) })
@@ -36,67 +49,40 @@ public final class RecorderTransport: Transport {
 
     public func finish(outcomes: OutcomeLedger) async {
         writer.withLock { w in
-            try? w?.finish()
-            w = nil
+            w.log.close()
+            w.finished = true
         }
     }
 
-    static func appendLine(_ e: Envelope, includeFrame: Bool, to w: inout JSONWriter) {
-        w.raw("{\"seq\":")
+    /// One record: the request in the raw form `RequestDecoder` reads back, with the recorder's keys first.
+    static func appendLine(_ e: Envelope, time: Int64, includeFrame: Bool, to w: inout JSONWriter) {
+        let r = e.request
+        w.raw("{\"time\":")
+        w.int(Int(time))
+        w.raw(",\"seq\":")
         w.int(Int(e.sequence))
-        if let id = e.request.id { w.raw(",\"id\":"); w.int(Int(id)) }
-        w.raw(",\"token\":")
-        w.string(e.request.token.hex)
-        if let expiry = e.request.expiry { w.raw(",\"expiry\":"); w.int(Int(expiry)) }
-        if let p = e.request.priority { w.raw(",\"priority\":"); w.int(Int(p.rawValue)) }
-        if includeFrame, let frame = e.frame {
-            w.raw(",\"frame\":\"")
-            Hex.append(frame.bytes, to: &w.bytes)
+        if let id = r.id { w.raw(",\"id\":"); w.int(Int(id)) }
+        if let channel = r.channelID {
+            w.raw(",\"channel-id\":")
+            w.string(channel)
+        } else {
+            w.raw(",\"token\":\"")
+            r.token.withUnsafeBytes { Hex.append($0, to: &w.bytes) }
             w.byte(UInt8(ascii: "\""))
         }
+        if let t = r.topic { w.raw(",\"topic\":"); w.string(t) }
+        if let t = r.pushType { w.raw(",\"push-type\":"); w.string(t.rawValue) }
+        if let c = r.collapseID { w.raw(",\"collapse-id\":"); w.string(c) }
+        if let a = r.apnsID { w.raw(",\"apns-id\":"); w.string(a) }
+        if let expiry = r.expiry { w.raw(",\"expiry\":"); w.int(Int(expiry)) }
+        if let p = r.priority { w.raw(",\"priority\":"); w.int(Int(p.rawValue)) }
         w.raw(",\"payload\":")
         if e.payload.isEmpty { w.raw("null") } else { w.bytes.append(contentsOf: e.payload) }
-        w.raw("}\n")
-    }
-}
-
-/// Reads a recorder log back line by line, streaming, checking each line is
-/// a JSON object. Errors name the file and the line.
-public final class RecordingReader {
-    let gzip: GzipFileReader
-    var pending: [UInt8] = []
-    var line = 0
-    public let path: String
-
-    public init(path: String) throws(RecorderError) {
-        self.path = path
-        gzip = try GzipFileReader(path: path)
-    }
-
-    /// The next record, or `nil` at the end.
-    public func next() throws(RecorderError) -> JSONObject? {
-        while true {
-            if let nl = pending.firstIndex(of: 0x0A) {
-                line += 1
-                let bytes = pending[..<nl]
-                defer { pending.removeSubrange(...nl) }
-                do {
-                    guard case .object(let o) = try JSONParser.parse(bytes) else {
-                        throw RecorderError(path: path, message: "line \(line): not a JSON object")
-                    }
-                    return o
-                } catch let e as JSONError {
-                    throw RecorderError(path: path, message: "line \(line): \(e)")
-                } catch {
-                    throw error as! RecorderError
-                }
-            }
-            guard let chunk = try gzip.nextChunk() else {
-                if pending.isEmpty { return nil }
-                throw RecorderError(path: path, message: "line \(line + 1): the log ends in the middle of a line")
-            }
-            pending.append(contentsOf: chunk)
-            if pending.count > 64 << 20 { throw RecorderError(path: path, message: "line \(line + 1): longer than 64 MiB") }
+        if includeFrame, let frame = e.frame {
+            w.raw(",\"frame\":\"")
+            frame.bytes.withUnsafeBytes { Hex.append($0, to: &w.bytes) }
+            w.byte(UInt8(ascii: "\""))
         }
+        w.raw("}\n")
     }
 }

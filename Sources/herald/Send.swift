@@ -41,6 +41,12 @@ struct Send: AsyncParsableCommand {
         var configuration = try loadConfiguration(config)
         if let outcomes { configuration.outcomes = outcomes }
         localization.apply(to: &configuration)
+        try await Self.deliver(JSONLinesSource(path: input), named: input, configuration: configuration)
+    }
+
+    /// Runs `source` through the configured pipeline and transport: outcomes
+    /// written, the summary printed, the exit status set (shared with `herald replay`).
+    static func deliver(_ source: some NotificationSource, named input: String, configuration: HeraldConfiguration) async throws {
 
         // The pipeline exists only once the writer does: the writer's failure reaches it through this box.
         let stop = PipelineBox()
@@ -60,7 +66,7 @@ struct Send: AsyncParsableCommand {
         do {
             assembly = try HeraldAssembly.configured(configuration)
             transport = try assembly.transport()
-            pipeline = try assembly.makePipeline(source: JSONLinesSource(path: input), ledger: ledger, transport: transport)
+            pipeline = try assembly.makePipeline(source: source, ledger: ledger, transport: transport)
         } catch {
             throw SetupError("\(error)")
         }
@@ -108,7 +114,7 @@ struct Send: AsyncParsableCommand {
     /// its connections did, including `possible_duplicates`: notifications
     /// written again after a connection closed with no answer, the only ones a
     /// device may have received twice.
-    func printSummary(_ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?, outcomesWritten: Int, outcomesLost: Int) {
+    static func printSummary(_ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?, outcomesWritten: Int, outcomesLost: Int) {
         let seconds = elapsed.inSeconds
         var fields = JSONLine()
         fields.add("entered", s.entered)
