@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "HeraldHTTP2Transport", targets: ["HeraldHTTP2Transport"]),
         .library(name: "HeraldTesting", targets: ["HeraldTesting"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
+        .library(name: "HeraldService", targets: ["HeraldService"]),
         .executable(name: "herald", targets: ["herald"]),
         .plugin(name: "HeraldStringsPlugin", targets: ["HeraldStringsPlugin"]),
         .plugin(name: "HeraldCheckPlugin", targets: ["HeraldCheckPlugin"]),
@@ -31,6 +32,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
@@ -127,6 +133,20 @@ let package = Package(
                 "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport",
             ]
         ),
+        // `herald serve`: the pipeline as a service with an HTTP API (issue 15).
+        .target(
+            name: "HeraldService",
+            dependencies: [
+                "HeraldJSON", "HeraldCore", "HeraldKit",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
         // `herald bench …`: the benchmarks, apart from the executable and the products.
         .target(
             name: "HeraldBenchmarks",
@@ -141,7 +161,8 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
-                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder",
+                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -203,21 +203,14 @@ public final class LogReader {
         pendingAt = offset
         pending.removeAll(keepingCapacity: true)
         pendingNext = 0
-        var lineNumber = 0
         bytes.withUnsafeBytes { raw in
-            var start = 0
-            while start < raw.count {
-                let end = raw[start...].firstIndex(of: 0x0A) ?? raw.count
-                lineNumber += 1
-                if end > start {
-                    let line = UnsafeRawBufferPointer(rebasing: raw[start..<end])
-                    if case .object(let o)? = try? JSONParser.parse(line) {
-                        pending.append(o)
-                    } else {
-                        report(offset, "line \(lineNumber) of the member is not a JSON object; skipped")
-                    }
+            forEachLine(in: raw) { number, line in
+                guard !line.isEmpty else { return }
+                if case .object(let o)? = try? JSONParser.parse(line) {
+                    pending.append(o)
+                } else {
+                    report(offset, "line \(number) of the member is not a JSON object; skipped")
                 }
-                start = end + 1
             }
         }
     }

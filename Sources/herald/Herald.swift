@@ -10,7 +10,7 @@ struct Herald: AsyncParsableCommand {
         commandName: "herald",
         abstract: "An Apple Push Notification service provider.",
         subcommands: [
-            Send.self, ValidateCommand.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, FeedbackCommand.self, SimulateCommand.self, ChannelsCommand.self, TokensCommand.self, InspectCommand.self, ReplayCommand.self,
+            Send.self, ValidateCommand.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, FeedbackCommand.self, SimulateCommand.self, ChannelsCommand.self, TokensCommand.self, InspectCommand.self, ReplayCommand.self, ServeCommand.self,
             CertsCommand.self,
             Bench.self,
         ]

@@ -5,17 +5,6 @@ import Testing
 
 // MARK: - Broadcast pushes and channel management against code not written in Swift
 
-/// Whether the interop venv exists or can be made (`Tests/Interop/setup.sh` needs a
-/// `python3` with `venv` and `ensurepip`); the same rule as the h2 client's tests.
-private let channelsVenvPossible: Bool = {
-    let env = ProcessInfo.processInfo.environment
-    let venv = env["HERALD_INTEROP_VENV"].map { $0.hasPrefix("/") ? $0 : repositoryRoot().appendingPathComponent($0).path }
-        ?? repositoryRoot().appendingPathComponent(".build/interop-venv").path
-    if FileManager.default.isExecutableFile(atPath: venv + "/bin/python") { return true }
-    guard let python = ExternalServer.which(env["HERALD_INTEROP_PYTHON"] ?? "python3") else { return false }
-    return (try? runProcess(URL(fileURLWithPath: python), ["-c", "import venv, ensurepip"]))?.status == 0
-}()
-
 private func interopScript(_ name: String) -> String {
     repositoryRoot().appendingPathComponent("Tests/Interop/" + name).path
 }
@@ -47,7 +36,7 @@ private func makeChannelsTokenKey(in directory: String) throws -> String {
 }
 
 @Suite("Broadcasts and channel management against Python h2 (PyPI): its client vs herald simulate, herald channels vs its server",
-       .serialized, .enabled(if: channelsVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
+       .serialized, .enabled(if: interopVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
 struct BroadcastInteropTests {
     @Test("h2_channels_client.py vs herald simulate --http2: create two channels, list, read, 50 broadcasts, unknown and missing channel ids, delete, then ChannelNotRegistered")
     func pythonClientAgainstSimulator() throws {

@@ -15,18 +15,6 @@ import Darwin
 
 // MARK: - herald simulate --http2 against a Python HTTP/2 client (PyPI h2)
 
-/// Whether the interop venv exists or can be made: `Tests/Interop/setup.sh`
-/// needs a `python3` with `venv` and `ensurepip`. Only their absence skips the
-/// tests; a venv that can be made but not filled (PyPI unreachable) fails them.
-private let interopVenvPossible: Bool = {
-    let env = ProcessInfo.processInfo.environment
-    let venv = env["HERALD_INTEROP_VENV"].map { $0.hasPrefix("/") ? $0 : repositoryRoot().appendingPathComponent($0).path }
-        ?? repositoryRoot().appendingPathComponent(".build/interop-venv").path
-    if FileManager.default.isExecutableFile(atPath: venv + "/bin/python") { return true }
-    guard let python = ExternalServer.which(env["HERALD_INTEROP_PYTHON"] ?? "python3") else { return false }
-    return (try? runProcess(URL(fileURLWithPath: python), ["-c", "import venv, ensurepip"]))?.status == 0
-}()
-
 /// A fresh provider token key, as Apple hands it out: a P-256 key in a PKCS#8 PEM `.p8` file.
 private func makeTokenKey(in directory: String, name: String) throws -> String {
     let path = directory + "/" + name

@@ -12,6 +12,8 @@ public final class ExternalServer: @unchecked Sendable {
     let output: Pipe
     /// The first line the server printed, parsed.
     public let ready: [String: Any]
+    /// The server's process id (to signal it).
+    public var processIdentifier: Int32 { process.processIdentifier }
 
     public init(_ executable: String, _ arguments: [String]) throws {
         process = Process()
@@ -82,3 +84,15 @@ public func interopPython() throws -> String {
     let setup = repositoryRoot().appendingPathComponent("Tests/Interop/setup.sh").path
     return try runCommand("/bin/bash", [setup]).trimmingCharacters(in: .whitespacesAndNewlines)
 }
+
+/// Whether the interop venv exists or can be made: `Tests/Interop/setup.sh`
+/// needs a `python3` with `venv` and `ensurepip`. Only their absence skips the
+/// interop tests; a venv that can be made but not filled (PyPI unreachable) fails them.
+public let interopVenvPossible: Bool = {
+    let env = ProcessInfo.processInfo.environment
+    let venv = env["HERALD_INTEROP_VENV"].map { $0.hasPrefix("/") ? $0 : repositoryRoot().appendingPathComponent($0).path }
+        ?? repositoryRoot().appendingPathComponent(".build/interop-venv").path
+    if FileManager.default.isExecutableFile(atPath: venv + "/bin/python") { return true }
+    guard let python = ExternalServer.which(env["HERALD_INTEROP_PYTHON"] ?? "python3") else { return false }
+    return (try? runProcess(URL(fileURLWithPath: python), ["-c", "import venv, ensurepip"]))?.status == 0
+}()

@@ -145,3 +145,18 @@ public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(path): \(String(cString: strerror(code)))" }
 }
 
+
+/// Calls `body` with each line of `bytes` already in memory (a request body, a
+/// decompressed log member): its 1-based number and its bytes, without the
+/// `\n` or a `\r` before it. A last line without `\n` counts.
+package func forEachLine(in bytes: UnsafeRawBufferPointer, _ body: (Int, UnsafeRawBufferPointer) -> Void) {
+    var start = 0, number = 0
+    while start < bytes.count {
+        let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+        number += 1
+        var line = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+        if line.last == 0x0D { line = UnsafeRawBufferPointer(rebasing: line.dropLast()) }
+        body(number, line)
+        start = end + 1
+    }
+}

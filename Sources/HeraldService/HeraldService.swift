@@ -1,0 +1,337 @@
+import Foundation
+import HeraldCore
+import HeraldJSON
+import HeraldKit
+import Hummingbird
+import Logging
+import Metrics
+import NIOCore
+import Prometheus
+import ServiceLifecycle
+import UnixSignals
+import Synchronization
+
+/// How `herald serve` listens and admits work (the configuration's `serve` section).
+public struct ServiceConfiguration: Sendable {
+    /// Loopback by default: put a TLS-terminating proxy in front to serve beyond the host.
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// Bearer tokens the API accepts (compared in constant time); never logged.
+    public var apiTokens: [String] = []
+    /// Largest request body.
+    public var maxBodyBytes = 8 << 20
+    /// Requests queued for the pipeline before `POST` answers 429.
+    public var queueCapacity = 100_000
+    /// Outcomes kept for `GET /v1/notifications/{id}`.
+    public var keepOutcomes = 1_000_000
+    public init() {}
+
+    /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
+    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`.
+    public static func load(_ node: ConfigNode) throws(ConfigError) -> ServiceConfiguration {
+        var c = ServiceConfiguration()
+        c.host = try node.string("host") ?? c.host
+        c.port = try node.int("port", in: 0...65535) ?? c.port
+        if let mib = try node.int("maxBodyMiB", in: 1...1024) { c.maxBodyBytes = mib << 20 }
+        c.queueCapacity = try node.int("queue", in: 1...100_000_000) ?? c.queueCapacity
+        c.keepOutcomes = try node.int("keepOutcomes", in: 1...100_000_000) ?? c.keepOutcomes
+        let file = try node.path("apiTokensFile"), env = try node.string("apiTokensEnv")
+        if file != nil && env != nil { throw node.error("apiTokensFile", "give apiTokensFile or apiTokensEnv, not both") }
+        if let file {
+            let bytes: [UInt8]
+            do { bytes = try readSmallFile(file, limit: 1 << 20) } catch { throw node.error("apiTokensFile", "\(error)") }
+            c.apiTokens = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+        } else if let env {
+            guard let value = ProcessInfo.processInfo.environment[env] else {
+                throw node.error("apiTokensEnv", "the environment variable \(env) is not set")
+            }
+            c.apiTokens = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        c.apiTokens.removeAll { $0.isEmpty }
+        if c.apiTokens.isEmpty {
+            throw node.error("apiTokensFile", "required: the API's bearer tokens, from a file (apiTokensFile) or the environment (apiTokensEnv)")
+        }
+        if let short = c.apiTokens.first(where: { $0.utf8.count < 16 }) {
+            throw node.error(file != nil ? "apiTokensFile" : "apiTokensEnv", "a bearer token of \(short.utf8.count) characters: use at least 16")
+        }
+        return c
+    }
+}
+
+/// `herald serve`: the pipeline as a long-running service with an HTTP API
+/// (Hummingbird 2), run by swift-service-lifecycle with graceful shutdown.
+///
+/// - `POST /v1/notifications`: a request object, a JSON array of them, or
+///   JSON Lines; `202` with an id per valid request and an error per bad one,
+///   `400` when none is valid, `413` over the body limit, `429` + `Retry-After`
+///   when the queue cannot take the batch (nothing of it is queued), `503`
+///   once shutting down.
+/// - `GET /v1/notifications/{id}`: the outcome, or `pending`.
+/// - `GET /healthz`, `GET /readyz` (no authentication: probes), `GET /metrics` (Prometheus text).
+///
+/// Every endpoint but the probes wants `Authorization: Bearer <token>`.
+public final class HeraldService: Sendable {
+    public let configuration: ServiceConfiguration
+    public let intake: ServiceIntake
+    public let outcomes: OutcomeIndex
+    public let registry: PrometheusCollectorRegistry
+    let pipeline: Pipeline
+    let ledger: OutcomeLedger
+    let logger: Logger
+    let running = Atomic<Bool>(false)
+    let queueDepth: MetricsGauge
+    let requestsIn: MetricsCounter
+
+    /// `makePipeline` builds the pipeline from the intake's source and the ledger.
+    public init(
+        configuration: ServiceConfiguration, logger: Logger, observers: [any OutcomeObserver] = [],
+        makePipeline: (IntakeSource, OutcomeLedger) throws -> Pipeline
+    ) rethrows {
+        self.configuration = configuration
+        self.logger = logger
+        registry = PrometheusCollectorRegistry()
+        let factory = PrometheusMetricsFactory(registry: registry)
+        intake = ServiceIntake(capacity: configuration.queueCapacity)
+        outcomes = OutcomeIndex(capacity: configuration.keepOutcomes, metrics: factory)
+        ledger = OutcomeLedger(observers: [outcomes] + observers)
+        queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
+        requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
+        pipeline = try makePipeline(IntakeSource(intake: intake), ledger)
+    }
+
+    /// Runs until SIGTERM or SIGINT (then: intake closed, pipeline drained,
+    /// every outcome recorded) or a second signal (then: what is left fails).
+    /// `onListening` gets the bound port.
+    public func run(onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> LedgerSnapshot {
+        let router = Router()
+        addRoutes(to: router)
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
+            onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },
+            logger: logger)
+        let pipelineService = PipelineService(service: self)
+        let group = ServiceGroup(
+            configuration: .init(
+                // Shut down in reverse order: the pipeline first (intake closed, 503s while it
+                // drains), then, once it has drained, the HTTP server.
+                services: [
+                    .init(service: app),
+                    .init(service: pipelineService, successTerminationBehavior: .gracefullyShutdownGroup),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        // The group shuts down gracefully on the first signal; a second one abandons what is left.
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let watcher = Task {
+            var seen = 0
+            for await _ in signals {
+                seen += 1
+                if seen == 2 {
+                    logger.warning("second signal: stopping now; what was not sent ends failed")
+                    intake.close()
+                    pipeline.abandon("abandoned: a second signal came before it was sent")
+                }
+            }
+        }
+        defer { watcher.cancel() }
+        try await group.run()
+        return ledger.snapshot
+    }
+
+    struct PipelineService: Service {
+        let service: HeraldService
+        func run() async throws {
+            let s = service
+            s.running.store(true, ordering: .relaxed)
+            defer { s.running.store(false, ordering: .relaxed) }
+            await withTaskCancellationHandler {
+                await withGracefulShutdownHandler {
+                    do { _ = try await s.pipeline.run() } catch { s.logger.error("pipeline stopped: \(error)") }
+                } onGracefulShutdown: {
+                    s.logger.info("shutting down: no new requests; draining what is queued and in flight")
+                    s.intake.close()
+                }
+            } onCancel: {
+                s.intake.close()
+                s.pipeline.abandon("abandoned: a second signal came before it was sent")
+            }
+            s.recordUnsent()
+        }
+    }
+
+    /// Requests still queued when the pipeline stopped (abandoned): each ends `failed`.
+    func recordUnsent() {
+        let left = intake.drain()
+        guard !left.isEmpty else { return }
+        ledger.enter(left.map(\.0), count: left.count)
+        ledger.record(left.map { id, r in
+            OutcomeRecord(
+                sequence: id, line: nil, id: r.id, token: r.token,
+                outcome: .failed(OutcomeReason(.unspecified, "the service stopped before sending it")))
+        })
+        logger.warning("\(left.count) queued requests were never sent; they are recorded as failed")
+    }
+
+    // MARK: - Routes
+
+    func addRoutes(to router: Router<BasicRequestContext>) {
+        router.get("/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
+        router.get("/readyz") { _, _ in
+            self.running.load(ordering: .relaxed) && !self.intake.isClosed
+                ? Self.json(.ok, #"{"status":"ready"}"#) : Self.json(.serviceUnavailable, #"{"status":"not ready"}"#)
+        }
+        router.get("/metrics") { request, _ in
+            if let denied = self.authenticate(request) { return denied }
+            self.queueDepth.record(self.intake.depth)
+            var out: [UInt8] = []
+            self.registry.emit(into: &out)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: out)))
+        }
+        router.post("/v1/notifications") { request, _ in try await self.post(request) }
+        router.get("/v1/notifications/:id") { request, context in
+            if let denied = self.authenticate(request) { return denied }
+            guard let text = context.parameters.get("id"), let id = UInt64(text) else {
+                return Self.json(.badRequest, #"{"error":"the id is a notification number"}"#)
+            }
+            switch self.outcomes.lookup(id, issued: self.intake.issued) {
+            case .decided(let r):
+                var w = JSONWriter(capacity: 200)
+                w.raw("{\"notification\":")
+                w.int(Int(id))
+                w.raw(",\"state\":\"decided\",\"outcome\":")
+                w.bytes += OutcomeWriter.line(r)
+                w.raw("}")
+                return Self.json(.ok, w.bytes)
+            case .pending: return Self.json(.ok, "{\"notification\":\(id),\"state\":\"pending\"}")
+            case .forgotten: return Self.json(.notFound, "{\"notification\":\(id),\"error\":\"expired: its outcome is no longer kept\"}")
+            case .unknown: return Self.json(.notFound, "{\"notification\":\(id),\"error\":\"no such notification\"}")
+            }
+        }
+    }
+
+    /// `nil` when the request carries an accepted bearer token; else the 401 to answer.
+    func authenticate(_ request: Request) -> Response? {
+        if let header = request.headers[.authorization], header.hasPrefix("Bearer ") {
+            let given = Array(header.utf8.dropFirst(7))
+            var ok = false
+            for token in configuration.apiTokens where Self.constantTimeEqual(given, Array(token.utf8)) { ok = true }
+            if ok { return nil }
+        }
+        return Response(
+            status: .unauthorized, headers: [.contentType: "application/json", .wwwAuthenticate: "Bearer"],
+            body: .init(byteBuffer: ByteBuffer(string: #"{"error":"a bearer token is required"}"#)))
+    }
+
+    /// Compares every byte whatever the first difference (the length is not secret).
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var d: UInt8 = 0
+        for i in 0..<a.count { d |= a[i] ^ b[i] }
+        return d == 0
+    }
+
+    func post(_ request: Request) async throws -> Response {
+        if let denied = authenticate(request) { return denied }
+        if intake.isClosed { return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true) }
+        var request = request
+        let body: ByteBuffer
+        do { body = try await request.collectBody(upTo: configuration.maxBodyBytes) } catch {
+            return Self.json(.contentTooLarge, "{\"error\":\"the body is over \(configuration.maxBodyBytes) bytes\"}")
+        }
+        let parsed = RequestBatch.parse(Array(body.readableBytesView))
+        if parsed.requests.isEmpty {
+            return Self.json(.badRequest, parsed.report(ids: nil))
+        }
+        requestsIn.increment(by: parsed.requests.count)
+        switch intake.submit(parsed.requests.map(\.request)) {
+        case .success(let ids):
+            return Self.json(.accepted, parsed.report(ids: ids))
+        case .failure(.full):
+            return Self.json(.tooManyRequests, #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#, retryAfter: true)
+        case .failure(.closed):
+            return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
+        }
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ text: String, retryAfter: Bool = false) -> Response {
+        json(status, Array(text.utf8), retryAfter: retryAfter)
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ bytes: [UInt8], retryAfter: Bool = false) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if retryAfter { headers[.retryAfter] = "1" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+/// A `POST` body read into requests: a JSON array of request objects, or JSON
+/// Lines (one object is one line). Each bad element is reported with its
+/// position and reason; the good ones go on.
+struct RequestBatch {
+    var requests: [(line: Int, request: NotificationRequest)] = []
+    var errors: [(line: Int, reason: String)] = []
+
+    static func parse(_ body: [UInt8]) -> RequestBatch {
+        var batch = RequestBatch()
+        let decoder = RequestDecoder()
+        let first = body.firstIndex { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+        if let first, body[first] == UInt8(ascii: "[") {
+            let value: JSONValue
+            do { value = try JSONParser.parse(body) } catch {
+                batch.errors.append((1, "the body is not valid JSON: \(error)"))
+                return batch
+            }
+            guard case .array(let items) = value else { return batch }
+            for (i, item) in items.enumerated() {
+                do { batch.requests.append((i + 1, try decoder.decode(item))) } catch { batch.errors.append((i + 1, error.message)) }
+            }
+            return batch
+        }
+        body.withUnsafeBytes { raw in
+            forEachLine(in: raw) { line, slice in
+                guard !slice.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { return }
+                do throws(RequestError) {
+                    batch.requests.append((line, try decoder.decode(line: slice)))
+                } catch {
+                    batch.errors.append((line, error.message))
+                }
+            }
+        }
+        if batch.requests.isEmpty && batch.errors.isEmpty { batch.errors.append((1, "the body holds no request")) }
+        return batch
+    }
+
+    /// `{"accepted":N,"results":[{"line":1,"id":17},{"line":2,"error":"…"}]}`, in line order.
+    func report(ids: Range<UInt64>?) -> [UInt8] {
+        var w = JSONWriter(capacity: 64 + requests.count * 24 + errors.count * 80)
+        w.raw("{\"accepted\":")
+        w.int(ids == nil ? 0 : requests.count)
+        w.raw(",\"results\":[")
+        var r = 0, e = 0, first = true
+        while r < requests.count || e < errors.count {
+            w.separator(&first)
+            if e >= errors.count || (r < requests.count && requests[r].line < errors[e].line) {
+                w.raw("{\"line\":")
+                w.int(requests[r].line)
+                if let ids {
+                    w.raw(",\"id\":")
+                    w.int(Int(ids.lowerBound) + r)
+                }
+                w.raw("}")
+                r += 1
+            } else {
+                w.raw("{\"line\":")
+                w.int(errors[e].line)
+                w.raw(",\"error\":")
+                w.string(errors[e].reason)
+                w.raw("}")
+                e += 1
+            }
+        }
+        w.raw("]}")
+        return w.bytes
+    }
+}

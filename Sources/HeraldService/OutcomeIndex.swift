@@ -1,0 +1,71 @@
+import DequeModule
+import HeraldCore
+import Metrics
+import Synchronization
+
+/// Keeps the most recent outcomes by id (the pipeline's sequence number) for
+/// `GET /v1/notifications/{id}`, and counts every outcome in the service's
+/// metrics. Memory is bounded: past `capacity`, the oldest outcomes are
+/// forgotten (their id then answers 404 `expired`).
+public final class OutcomeIndex: OutcomeObserver {
+    struct State {
+        var records: [UInt64: OutcomeRecord] = [:]
+        var order = Deque<UInt64>()
+        /// Ids below this may have been forgotten.
+        var forgottenBelow: UInt64 = 0
+        var counts: [Outcome.Kind: Int] = [:]
+    }
+    let state = Mutex(State())
+    public let capacity: Int
+    let counters: [Outcome.Kind: Counter]
+
+    public init(capacity: Int, metrics: any MetricsFactory) {
+        self.capacity = capacity
+        var c: [Outcome.Kind: Counter] = [:]
+        for k in Outcome.Kind.allCases {
+            c[k] = Counter(label: "herald_outcomes_total", dimensions: [("outcome", k.rawValue)], factory: metrics)
+        }
+        counters = c
+    }
+
+    public func observe(_ records: [OutcomeRecord]) {
+        var kinds: [Outcome.Kind: Int] = [:]
+        state.withLock { s in
+            for r in records {
+                s.records[r.sequence] = r
+                s.order.append(r.sequence)
+                kinds[r.outcome.kind, default: 0] += 1
+            }
+            while s.order.count > capacity {
+                let old = s.order.removeFirst()
+                s.records[old] = nil
+                s.forgottenBelow = max(s.forgottenBelow, old + 1)
+            }
+            for (k, n) in kinds { s.counts[k, default: 0] += n }
+        }
+        for (k, n) in kinds { counters[k]?.increment(by: n) }
+    }
+
+    /// What is known of `id`.
+    public enum Lookup: Sendable {
+        case decided(OutcomeRecord)
+        case pending
+        case forgotten
+        case unknown
+    }
+
+    public func lookup(_ id: UInt64, issued: UInt64) -> Lookup {
+        state.withLock { s in
+            if let r = s.records[id] { return .decided(r) }
+            if id >= issued { return .unknown }
+            return id < s.forgottenBelow ? .forgotten : .pending
+        }
+    }
+
+    /// Outcomes recorded, by kind.
+    public var counts: [Outcome.Kind: Int] { state.withLock { $0.counts } }
+}
+
+/// swift-metrics' types, named apart from swift-prometheus' own `Counter` and `Gauge`.
+typealias MetricsCounter = Counter
+typealias MetricsGauge = Gauge

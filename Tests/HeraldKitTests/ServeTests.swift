@@ -1,0 +1,86 @@
+import Foundation
+import HeraldTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private func startServe(in dir: String, queue: Int = 20_000) throws -> ExternalServer {
+    try "a-test-token-0123456789abcdef\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
+    try #"""
+    {"serve":{"apiTokensFile":"api-tokens","queue":\#(queue)},"transport":{"type":"simulator"},"outcomes":"outcomes.jsonl",
+     "pipeline":{"batchSize":256}}
+    """#.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
+    return try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"])
+}
+
+private func runClient(port: Int, dir: String, _ extra: [String]) throws -> [String: Any] {
+    let python = try interopPython()
+    let script = repositoryRoot().appendingPathComponent("Tests/Interop/serve_client.py").path
+    let out = try runCommand(python, [script, "--port", String(port), "--token-file", dir + "/api-tokens"] + extra)
+    let line = out.split(separator: "\n").last.map(String.init) ?? ""
+    return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "serve_client.py printed \(out.prefix(500))")
+}
+
+/// Outcome lines by the caller's `id`.
+private func outcomesByCallerID(_ path: String) throws -> [Int: [String]] {
+    var byID: [Int: [String]] = [:]
+    for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n") {
+        guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let id = o["id"] as? Int else { continue }
+        byID[id, default: []].append(o["outcome"] as? String ?? "?")
+    }
+    return byID
+}
+
+@Suite(
+    "herald serve: the HTTP API against a client written outside the project (Python http.client, prometheus_client)",
+    .serialized, .enabled(if: interopVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
+struct ServeTests {
+    @Test("probes, authentication, bad bodies (malformed, bad lines, 10 MB) answered 4xx and the service stays healthy; 20,000 notifications each get an id and one outcome; /metrics parses and its counters equal the outcomes")
+    func api() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let server = try startServe(in: dir)
+        let port = server.ready["port"] as! Int
+        let r = try runClient(port: port, dir: dir, ["--count", "20000", "--batch", "500"])
+        let checks = r["checks"] as? [String: Any] ?? [:]
+        #expect(checks["healthz"] as? Int == 200 && checks["readyz"] as? Int == 200 && checks["healthz_after"] as? Int == 200)
+        #expect(checks["no_token"] as? Int == 401 && checks["wrong_token"] as? Int == 401 && checks["www_authenticate"] as? String == "Bearer")
+        #expect((checks["malformed"] as? [Any])?.first as? Int == 400 && (checks["bad_lines"] as? [Any])?.first as? Int == 400)
+        #expect(checks["too_large"] as? Int == 413)
+        #expect((checks["get_first"] as? [Any])?.last as? String == "decided" && checks["get_unknown"] as? Int == 404)
+        #expect(r["accepted"] as? Int == 20_000)
+        let metrics = r["metrics"] as? [String: Double] ?? [:]
+        let summary = server.stop(interrupt: true)
+        let fields = summary["summary"] as? [String: Any] ?? [:]
+        #expect(fields["entered"] as? Int == 20_000 && fields["balanced"] as? Bool == true, "\(summary)")
+        let byID = try outcomesByCallerID(dir + "/outcomes.jsonl")
+        #expect(byID.count == 20_000 && byID.values.allSatisfy { $0.count == 1 })
+        for kind in ["accepted", "rejected", "dropped", "suppressed", "failed"] {
+            let counted = Int(metrics["herald_outcomes_total{outcome=\(kind)}"] ?? -1)
+            #expect(counted == byID.values.filter { $0 == [kind] }.count, "herald_outcomes_total{outcome=\(kind)} = \(counted)")
+        }
+    }
+
+    @Test("SIGTERM in the middle of 1,000,000 notifications: intake stops (503), the queue drains, every request that got an id has exactly one outcome, every other one was refused with a status; exit 0")
+    func sigtermUnderLoad() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let server = try startServe(in: dir, queue: 50_000)
+        let port = server.ready["port"] as! Int
+        let r = try runClient(port: port, dir: dir, [
+            "--count", "1000000", "--batch", "1000", "--signal-pid", String(server.processIdentifier), "--signal-after", "200",
+        ])
+        let summary = server.stop()
+        let ids = r["ids"] as? [String: Int] ?? [:]
+        let accepted = r["accepted"] as? Int ?? -1, refused = r["refused"] as? Int ?? -1
+        #expect(accepted >= 200_000 && refused > 0 && accepted + refused == 1_000_000, "accepted \(accepted), refused \(refused)")
+        #expect((r["statuses"] as? [String: Int])?["503"] == 1, "the first batch after the signal is refused with 503: \(r["statuses"] ?? "")")
+        #expect((summary["summary"] as? [String: Any])?["balanced"] as? Bool == true, "\(summary)")
+        let byID = try outcomesByCallerID(dir + "/outcomes.jsonl")
+        #expect(Set(byID.keys) == Set(ids.keys.compactMap { Int($0) }), "outcomes for exactly the requests that got an id")
+        #expect(byID.values.allSatisfy { $0.count == 1 }, "one outcome each")
+        #expect(Set(ids.values).count == ids.count, "ids are distinct")
+    }
+}
