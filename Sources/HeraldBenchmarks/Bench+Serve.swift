@@ -1,0 +1,156 @@
+import ArgumentParser
+import Foundation
+import HeraldCore
+import HeraldJSON
+import HeraldKit
+import HeraldService
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// `herald bench serve`: notifications per second through `herald serve`'s
+/// HTTP API to the in-memory simulator, beside `herald send`'s pipeline on the
+/// same requests in the same run.
+struct BenchServe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Notifications per second through the HTTP API (POST batches) to the simulator, beside herald send on the same requests.",
+        discussion: """
+            Makes --count request lines, then (1) runs them from a file through the configured \
+            pipeline to the in-memory simulator, as herald send does, and (2) starts the service on \
+            loopback with the same configuration and POSTs them in JSON Lines batches of --batch over \
+            --connections keep-alive HTTP/1.1 connections, timing until every outcome is recorded. \
+            Goal (issue 15): the service reaches at least half of herald send's rate.
+            """
+    )
+
+    @Option(help: "Notifications.") var count = 500_000
+    @Option(help: "Requests per POST.") var batch = 1000
+    @Option(help: "HTTP connections posting at once.") var connections = 2
+
+    func run() async throws {
+        let count = self.count, batchSize = self.batch
+        var lines: [[UInt8]] = []
+        lines.reserveCapacity(count)
+        var g = SplitMix(seed: 15)
+        for i in 0..<count {
+            var w = JSONWriter(capacity: 160)
+            w.raw("{\"id\":")
+            w.int(i)
+            w.raw(",\"token\":\"")
+            var words = (g.next(), g.next(), g.next(), g.next())
+            withUnsafeBytes(of: &words) { Hex.append($0, to: &w.bytes) }
+            w.raw("\",\"topic\":\"com.example.app\",\"alert\":{\"title\":\"Game Request\",\"body\":\"Bob wants to play poker\"},\"badge\":1}\n")
+            lines.append(w.bytes)
+        }
+        let dir = NSTemporaryDirectory() + "herald-bench-serve-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let input = dir + "/requests.jsonl"
+        guard FileManager.default.createFile(atPath: input, contents: Data(lines.joined())) else { throw BenchError("cannot write \(input)") }
+        try #"{"transport":{"type":"simulator"},"serve":{"apiTokensEnv":"HERALD_BENCH_API_TOKEN","queue":200000,"port":0}}"#
+            .write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        try #"{"transport":{"type":"simulator"}}"#.write(toFile: dir + "/send.json", atomically: true, encoding: .utf8)
+        setenv("HERALD_BENCH_API_TOKEN", "bench-token-0123456789abcdef", 1)
+
+        // 1. herald send's way: the file through the pipeline.
+        let sendConfiguration = try HeraldConfiguration.load(path: dir + "/send.json")
+        let sendLedger = OutcomeLedger()  // as herald send: identity tracked
+        let sendSeconds = try await measure {
+            let assembly = try HeraldAssembly.configured(sendConfiguration)
+            let snapshot = try await assembly.makePipeline(source: JSONLinesSource(path: input), ledger: sendLedger).run()
+            guard snapshot.entered == UInt64(count) else { throw BenchError("send: \(snapshot.entered) of \(count)") }
+        }
+
+        // 2. The service, posted to over loopback.
+        let configuration = try HeraldConfiguration.load(path: dir + "/herald.json")
+        let serveConfiguration = try ServiceConfiguration.load(try configuration.root.child("serve"))
+        var logger = Logger(label: "herald-bench")
+        logger.logLevel = .warning
+        let assembly = try HeraldAssembly.configured(configuration)
+        let service = try HeraldService(configuration: serveConfiguration, logger: logger) { source, ledger in
+            try assembly.makePipeline(source: source, ledger: ledger)
+        }
+        let port = AsyncStream<Int>.makeStream()
+        let runner = Task { try await service.run { port.continuation.yield($0) } }
+        var iterator = port.stream.makeAsyncIterator()
+        guard let bound = await iterator.next() else { throw BenchError("the service did not start") }
+
+        var bodies: [ByteBuffer] = []
+        for start in stride(from: 0, to: count, by: batchSize) {
+            var b = ByteBuffer()
+            for line in lines[start..<min(count, start + batchSize)] { b.writeBytes(line) }
+            bodies.append(b)
+        }
+        let started = ContinuousClock.now
+        let statuses = try await withThrowingTaskGroup(of: [Int: Int].self) { group in
+            for c in 0..<connections {
+                let mine = stride(from: c, to: bodies.count, by: connections).map { bodies[$0] }
+                group.addTask { try await Self.post(mine, port: bound, token: "bench-token-0123456789abcdef") }
+            }
+            var all: [Int: Int] = [:]
+            for try await s in group { all.merge(s, uniquingKeysWith: +) }
+            return all
+        }
+        // Until every outcome is recorded.
+        while service.outcomes.counts.values.reduce(0, +) < count { try await Task.sleep(for: .milliseconds(1)) }
+        let serveSeconds = (ContinuousClock.now - started).inSeconds
+        kill(getpid(), SIGTERM)
+        let snapshot = try await runner.value
+        guard snapshot.entered == UInt64(count), snapshot.isBalanced else { throw BenchError("serve: \(snapshot)") }
+
+        let sendRate = Double(count) / sendSeconds, serveRate = Double(count) / serveSeconds
+        var r = JSONLine()
+        r.add("benchmark", "serve")
+        r.add("notifications", count)
+        r.add("batch", batchSize)
+        r.add("connections", connections)
+        r.add("send_per_s", sendRate, places: 0)
+        r.add("serve_per_s", serveRate, places: 0)
+        r.add("ratio_to_send", serveRate / sendRate, places: 2)
+        r.add("posts_202", statuses[202] ?? 0)
+        r.add("posts_429", statuses[429] ?? 0)
+        r.add("goal_met", serveRate / sendRate >= 0.5)
+        r.add("peak_rss_mib", peakResidentMiB(), places: 1)
+        r.print()
+    }
+
+    /// POSTs `bodies` one after another on one keep-alive connection, retrying a 429; the statuses seen.
+    static func post(_ bodies: [ByteBuffer], port: Int, token: String) async throws -> [Int: Int] {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            var statuses: [Int: Int] = [:]
+            var responses = inbound.makeAsyncIterator()
+            var k = 0
+            while k < bodies.count {
+                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/notifications")
+                head.headers.add(name: "Host", value: "127.0.0.1")
+                head.headers.add(name: "Authorization", value: "Bearer " + token)
+                head.headers.add(name: "Content-Type", value: "application/x-ndjson")
+                head.headers.add(name: "Content-Length", value: String(bodies[k].readableBytes))
+                try await outbound.write(contentsOf: [.head(head), .body(.byteBuffer(bodies[k])), .end(nil)])
+                var status = 0
+                while let part = try await responses.next() {
+                    if case .head(let h) = part { status = Int(h.status.code) }
+                    if case .end = part { break }
+                }
+                statuses[status, default: 0] += 1
+                if status == 429 {
+                    try await Task.sleep(for: .milliseconds(2))
+                } else if status == 202 {
+                    k += 1
+                } else {
+                    throw BenchError("POST answered \(status)")
+                }
+            }
+            return statuses
+        }
+    }
+}
