@@ -145,7 +145,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "DequeModule", package: "swift-collections"),
-            ]
+            ],
+            resources: [.copy("openapi.yaml")]
         ),
         // `herald bench …`: the benchmarks, apart from the executable and the products.
         .target(

@@ -175,8 +175,17 @@ public final class HeraldService: Sendable {
 
     // MARK: - Routes
 
+    /// The API's OpenAPI document (`Sources/HeraldService/openapi.yaml`, a resource of this module).
+    public static let openAPIDocument: [UInt8]? = Bundle.module.url(forResource: "openapi", withExtension: "yaml")
+        .flatMap { try? Data(contentsOf: $0) }.map { Array($0) }
+
     func addRoutes(to router: Router<BasicRequestContext>) {
+        router.add(middleware: MethodGuard())
         router.get("/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
+        router.get("/openapi.yaml") { _, _ in
+            guard let document = Self.openAPIDocument else { return Self.json(.notFound, #"{"error":"the OpenAPI document is not installed"}"#) }
+            return Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
+        }
         router.get("/readyz") { _, _ in
             self.running.load(ordering: .relaxed) && !self.intake.isClosed
                 ? Self.json(.ok, #"{"status":"ready"}"#) : Self.json(.serviceUnavailable, #"{"status":"not ready"}"#)
@@ -191,9 +200,9 @@ public final class HeraldService: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: out)))
         }
         router.post("/v1/notifications") { request, _ in try await self.post(request) }
-        router.get("/v1/notifications/:id") { request, context in
+        router.get("/v1/notifications/:notification") { request, context in
             if let denied = self.authenticate(request) { return denied }
-            guard let text = context.parameters.get("id"), let id = UInt64(text) else {
+            guard let text = context.parameters.get("notification"), let id = UInt64(text) else {
                 return Self.json(.badRequest, #"{"error":"the id is a notification number"}"#)
             }
             switch self.outcomes.lookup(id, issued: self.intake.issued) {
@@ -267,6 +276,33 @@ public final class HeraldService: Sendable {
     }
 }
 
+/// Any method a path of the API does not answer gets 405 with `Allow` (the
+/// router alone would answer 404, as for a path it does not know).
+struct MethodGuard: RouterMiddleware {
+    typealias Context = BasicRequestContext
+
+    /// The methods `path` answers, or `nil` for a path not in the API.
+    static func allowed(_ path: String) -> [HTTPRequest.Method]? {
+        switch path {
+        case "/v1/notifications": return [.post]
+        case "/healthz", "/readyz", "/metrics", "/openapi.yaml": return [.get, .head]
+        default:
+            let rest = path.dropFirst("/v1/notifications/".count)
+            return path.hasPrefix("/v1/notifications/") && !rest.isEmpty && !rest.contains("/") ? [.get, .head] : nil
+        }
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let allowed = Self.allowed(request.uri.path), !allowed.contains(request.method) {
+            return Response(
+                status: .methodNotAllowed,
+                headers: [.allow: allowed.map(\.rawValue).joined(separator: ", "), .contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: #"{"error":"method not allowed"}"#)))
+        }
+        return try await next(request, context)
+    }
+}
+
 /// A `POST` body read into requests: a JSON array of request objects, or JSON
 /// Lines (one object is one line). Each bad element is reported with its
 /// position and reason; the good ones go on.
@@ -304,7 +340,7 @@ struct RequestBatch {
         return batch
     }
 
-    /// `{"accepted":N,"results":[{"line":1,"id":17},{"line":2,"error":"…"}]}`, in line order.
+    /// `{"accepted":N,"results":[{"line":1,"notification":17},{"line":2,"error":"…"}]}`, in line order.
     func report(ids: Range<UInt64>?) -> [UInt8] {
         var w = JSONWriter(capacity: 64 + requests.count * 24 + errors.count * 80)
         w.raw("{\"accepted\":")
@@ -317,7 +353,7 @@ struct RequestBatch {
                 w.raw("{\"line\":")
                 w.int(requests[r].line)
                 if let ids {
-                    w.raw(",\"id\":")
+                    w.raw(",\"notification\":")
                     w.int(Int(ids.lowerBound) + r)
                 }
                 w.raw("}")

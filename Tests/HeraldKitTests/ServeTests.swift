@@ -83,4 +83,26 @@ struct ServeTests {
         #expect(byID.values.allSatisfy { $0.count == 1 }, "one outcome each")
         #expect(Set(ids.values).count == ids.count, "ids are distinct")
     }
+
+    @Test("schemathesis (PyPI) against the served OpenAPI document, every check (schema-valid accepted, schema-violating refused, statuses, content types, headers, auth, undeclared methods, the link to a created notification): no failures; the served document is the committed one; the service stays healthy")
+    func openAPI() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let server = try startServe(in: dir)
+        defer { server.stop(interrupt: true) }
+        let port = server.ready["port"] as! Int
+        let committed = try Data(contentsOf: repositoryRoot().appendingPathComponent("Sources/HeraldService/openapi.yaml"))
+        let python = try interopPython()
+        func get(_ path: String) throws -> String {
+            try runCommand(python, ["-c", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())", "http://127.0.0.1:\(port)" + path])
+        }
+        let served = try get("/openapi.yaml")
+        #expect(Data(served.utf8) == committed, "GET /openapi.yaml serves Sources/HeraldService/openapi.yaml")
+        let st = URL(fileURLWithPath: python).deletingLastPathComponent().appendingPathComponent("st").path
+        let command = "cd \"$0\" && \"$1\" run http://127.0.0.1:\(port)/openapi.yaml -H 'Authorization: Bearer a-test-token-0123456789abcdef' --checks all -n 50 --generation-deterministic --no-color"
+        let (status, out, err) = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", command, dir, st])
+        #expect(status == 0, "schemathesis: \(out.suffix(3000)) \(err.suffix(1000))")
+        #expect(out.contains("No issues found"), "\(out.suffix(2000))")
+        #expect(try get("/healthz").contains("ok"))
+    }
 }

@@ -22,7 +22,7 @@ with prometheus_client's text parser, and reports the outcome counters.
 
 Prints one JSON line:
 
-    {"accepted": n, "refused": n, "ids": {"<caller id>": service id, ...},
+    {"accepted": n, "refused": n, "ids": {"<caller id>": notification number, ...},
      "statuses": {"202": n, "429": n, ...}, "checks": {...}, "metrics": {...}}
 """
 
@@ -114,7 +114,7 @@ def main():
         if s == 202:
             results = json.loads(data)["results"]
             for k, res in zip(range(i, i + n), results):
-                ids[str(k)] = res["id"]
+                ids[str(k)] = res["notification"]
             i += n
             accepted_batches += 1
             if args.signal_pid and not signalled and accepted_batches >= args.signal_after:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make (once) the Python venv the interop tests use, with the PyPI packages
 # apns3 (apns3_client.py), h2 and cryptography (h2_client.py) and proxy.py
-# (the HTTPS proxy of HTTP2ProxyTests) and prometheus_client (serve_client.py) in it, and
+# (the HTTPS proxy of HTTP2ProxyTests), prometheus_client (serve_client.py) and
+# schemathesis (herald serve against its OpenAPI document) in it, and
 # print the path of its python on stdout (nothing else goes to stdout).
 # Idempotent and safe to run concurrently (flock).
 #
@@ -20,6 +21,8 @@ H2_SPECS=("h2>=4.1,<5" "cryptography>=41")
 PROXY_SPEC="proxy.py>=2.4,<3"
 # prometheus_client: serve_client.py parses herald serve's /metrics with its text parser.
 PROMETHEUS_SPEC="prometheus_client>=0.17"
+# schemathesis: checks herald serve against its OpenAPI document (its 4.x CLI: st run … --checks all).
+SCHEMATHESIS_SPEC="schemathesis>=4.3,<5"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 venv="${HERALD_INTEROP_VENV:-.build/interop-venv}"
@@ -42,7 +45,8 @@ import apns3
 import h2.connection, h2.config, h2.events, h2.settings
 from cryptography.hazmat.primitives.asymmetric import ec
 import proxy
-from prometheus_client.parser import text_string_to_metric_families'
+from prometheus_client.parser import text_string_to_metric_families
+import schemathesis'
 
 ready() {
     [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1
@@ -70,9 +74,9 @@ if ! ready; then
         "$python" -m venv "$venv" >&2 \
             || fail "'$python -m venv $venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" >&2 \
-        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC' into $venv failed (is PyPI reachable?)"
-    ready || fail "apns3, h2, cryptography, proxy.py or prometheus_client does not import in $venv after installing them"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" "$SCHEMATHESIS_SPEC" >&2 \
+        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC $SCHEMATHESIS_SPEC' into $venv failed (is PyPI reachable?)"
+    ready || fail "apns3, h2, cryptography, proxy.py, prometheus_client or schemathesis does not import in $venv after installing them"
 fi
 
 echo "$venv/bin/python"
