@@ -1,5 +1,13 @@
 import HeraldCore
 import HeraldJSON
+import Synchronization
+
+/// How far a source has read its input: bytes consumed, and the total when known (-1 otherwise).
+public final class InputProgress: Sendable {
+    public let consumed = Atomic<Int>(0)
+    public let total = Atomic<Int>(-1)
+    public init() {}
+}
 
 /// Reads JSON Lines requests from a file or standard input (`-`), streaming:
 /// memory stays bounded whatever the file's size. Blank lines are skipped;
@@ -8,17 +16,22 @@ import HeraldJSON
 public struct JSONLinesSource: NotificationSource {
     public let path: String
     public let decoder: RequestDecoder
+    /// Where the source reports how far it has read, for progress lines.
+    public let progress: InputProgress?
 
-    public init(path: String, decoder: RequestDecoder = RequestDecoder()) {
+    public init(path: String, decoder: RequestDecoder = RequestDecoder(), progress: InputProgress? = nil) {
         self.path = path
         self.decoder = decoder
+        self.progress = progress
     }
 
     public func produce(into sink: SourceSink) async throws {
         var reader = try LineReader(path: path)
+        progress?.total.store(reader.size ?? -1, ordering: .relaxed)
         var idle = 0
         while let line = try reader.nextIfReady() {
             if sink.isStopping { return }
+            progress?.consumed.store(reader.bytesConsumed, ordering: .relaxed)
             if case .notReady = line {
                 // A pipe with nothing waiting: send what we have so it is not held back, then wait without blocking a thread.
                 await sink.flush()

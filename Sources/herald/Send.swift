@@ -21,7 +21,10 @@ struct Send: AsyncParsableCommand {
               herald send --config herald.json --outcomes outcomes.jsonl requests.jsonl
               producer | herald send - > outcomes.jsonl
 
-            Exit status: 0 every request ended accepted, rejected, dropped or suppressed; 3 some ended failed; 4 outcomes could not be written; 1 Herald could not start or read its input.
+            Progress goes to standard error: on a terminal, a line rewritten twice a second (count, rate, \
+            how far through the file, ETA); otherwise a JSON line every --progress-every seconds; none with --quiet.
+
+            Exit status: 0 every request ended accepted, rejected, dropped or suppressed; 3 some ended failed; 4 outcomes could not be written; 5 the token store could not record what the run learned; 1 Herald could not start or read its input.
             """
     )
 
@@ -37,16 +40,28 @@ struct Send: AsyncParsableCommand {
     @OptionGroup(title: "Localization")
     var localization: LocalizationOptions
 
+    @Flag(help: "No progress lines on standard error.")
+    var quiet = false
+
+    @Option(help: "Seconds between progress lines when standard error is not a terminal.")
+    var progressEvery = 10.0
+
     func run() async throws {
         var configuration = try loadConfiguration(config)
         if let outcomes { configuration.outcomes = outcomes }
         localization.apply(to: &configuration)
-        try await Self.deliver(JSONLinesSource(path: input), named: input, configuration: configuration)
+        let progress = InputProgress()
+        try await Self.deliver(
+            JSONLinesSource(path: input, progress: progress), named: input, configuration: configuration,
+            progress: quiet ? nil : progress, progressEvery: .milliseconds(Int64(max(0.05, progressEvery) * 1000)))
     }
 
     /// Runs `source` through the configured pipeline and transport: outcomes
     /// written, the summary printed, the exit status set (shared with `herald replay`).
-    static func deliver(_ source: some NotificationSource, named input: String, configuration: HeraldConfiguration) async throws {
+    static func deliver(
+        _ source: some NotificationSource, named input: String, configuration: HeraldConfiguration, progress: InputProgress? = nil,
+        progressEvery: Duration = .seconds(10)
+    ) async throws {
 
         // The pipeline exists only once the writer does: the writer's failure reaches it through this box.
         let stop = PipelineBox()
@@ -78,12 +93,15 @@ struct Send: AsyncParsableCommand {
 
         let clock = ContinuousClock()
         let start = clock.now
+        let reporter = progress.map { p in Task { await ProgressReporter(input: p, ledger: ledger, every: progressEvery).run() } }
         var failure: (any Error)?
         do {
             try await pipeline.run()
         } catch {
             failure = error
         }
+        reporter?.cancel()
+        await reporter?.value
         writer.flush()
         let elapsed = clock.now - start
         let snapshot = ledger.snapshot
@@ -193,3 +211,46 @@ final class ShutdownSignals: @unchecked Sendable {
     func cancel() { for s in sources { s.cancel() } }
 }
 
+
+/// Progress on standard error while `herald send` runs: on a terminal, one
+/// line rewritten twice a second (count, rate and, for a file, how far and the
+/// ETA); otherwise a JSON line every 10 seconds. `--quiet` turns it off.
+struct ProgressReporter {
+    let input: InputProgress
+    let ledger: OutcomeLedger
+    /// Between lines when standard error is not a terminal.
+    let every: Duration
+    let terminal = isatty(2) != 0
+
+    func run() async {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let period: Duration = terminal ? .milliseconds(500) : every
+        while (try? await Task.sleep(for: period)) != nil {
+            let s = ledger.snapshot
+            let elapsed = (clock.now - start).inSeconds
+            let rate = elapsed > 0 ? Double(s.entered) / elapsed : 0
+            let consumed = input.consumed.load(ordering: .relaxed), total = input.total.load(ordering: .relaxed)
+            let fraction = total > 0 ? Double(consumed) / Double(total) : nil
+            let eta = fraction.flatMap { f in f > 0 ? elapsed * (1 - f) / f : nil }
+            if terminal {
+                var text = "\r\(s.entered) read, \(s.ended) decided, \(Int(rate))/s"
+                if let fraction { text += String(format: ", %.1f%%", fraction * 100) }
+                if let eta { text += ", ETA \(Int(eta.rounded()))s" }
+                writeToStandardError(text + "   ")
+            } else {
+                var fields = JSONLine()
+                fields.add("entered", s.entered)
+                fields.add("decided", s.ended)
+                fields.add("rate_per_s", rate, places: 0)
+                fields.add("elapsed_s", elapsed, places: 1)
+                if let fraction { fields.add("input_fraction", fraction, places: 3) }
+                if let eta { fields.add("eta_s", eta, places: 0) }
+                var line = JSONLine()
+                line.add("progress", fields)
+                writeToStandardError(line.line)
+            }
+        }
+        if terminal { writeToStandardError("\r\u{1B}[K") }
+    }
+}

@@ -105,3 +105,59 @@ struct RecorderCLITests {
         }
     }
 }
+
+@Suite("herald send's progress lines")
+struct ProgressTests {
+    @Test("not on a terminal: a JSON progress line every --progress-every seconds, with the input's fraction; none with --quiet")
+    func progressLines() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try requests(60_000, to: dir + "/in.jsonl")
+        let (status, _, stderr) = try runHerald(["send", "--progress-every", "0.05", "--outcomes", dir + "/out.jsonl", dir + "/in.jsonl"])
+        #expect(status == 0)
+        let lines = stderr.split(separator: "\n").filter { $0.hasPrefix(#"{"progress":"#) }
+        #expect(!lines.isEmpty, "\(stderr.prefix(500))")
+        let fractions = lines.compactMap { line -> Double? in
+            ((try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["progress"] as? [String: Any])?["input_fraction"] as? Double
+        }
+        #expect(fractions.count == lines.count && fractions == fractions.sorted() && fractions.allSatisfy { $0 > 0 && $0 <= 1 })
+        let (_, _, quiet) = try runHerald(["send", "--quiet", "--progress-every", "0.05", "--outcomes", dir + "/out2.jsonl", dir + "/in.jsonl"])
+        #expect(!quiet.contains(#"{"progress":"#))
+    }
+}
+
+@Suite("Configuration from the environment")
+struct EnvironmentOverrideTests {
+    /// Runs herald with extra environment variables.
+    func herald(_ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = arguments
+        p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let data = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("HERALD_<PATH> overrides any key: the transport's type and path, a nested number; a bad value names its variable")
+    func overrides() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try requests(50, to: dir + "/in.jsonl")
+        try #"{"transport":{"type":"simulator"},"pipeline":{"batchSize":256}}"#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        let (status, err) = try herald(["send", "--config", dir + "/herald.json", "--outcomes", dir + "/out.jsonl", dir + "/in.jsonl"], environment: [
+            "HERALD_TRANSPORT_TYPE": "recorder", "HERALD_TRANSPORT_PATH": dir + "/log", "HERALD_PIPELINE_BATCH_SIZE": "10",
+        ])
+        #expect(status == 0, "\(err)")
+        let (_, out, _) = try runHerald(["inspect", dir + "/log"])
+        #expect(out.split(separator: "\n").count == 50, "recorded through the recorder the environment chose")
+        let segment = try #require(try logSegments(dir + "/log").first)
+        #expect(try String(contentsOfFile: segment + ".idx", encoding: .utf8).split(separator: "\n").count == 5, "batches of 10")
+        let (bad, badErr) = try herald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"], environment: ["HERALD_PIPELINE_BATCH_SIZE": "ten"])
+        #expect(bad != 0 && badErr.contains("environment variable HERALD_PIPELINE_BATCH_SIZE"), "\(badErr)")
+    }
+}

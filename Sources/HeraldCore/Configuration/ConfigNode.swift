@@ -1,5 +1,10 @@
 import HeraldJSON
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A JSON object read from a configuration file, read strictly: every error
 /// names the file and the key path, and keys nobody read are errors too.
@@ -19,6 +24,8 @@ public final class ConfigNode: Sendable {
     struct ReadState {
         var read: Set<String> = []
         var children: [ConfigNode] = []
+        /// Keys whose value came from the environment.
+        var fromEnvironment: Set<String> = []
     }
 
     public init(file: String, path: String = "", object: JSONObject) {
@@ -42,20 +49,58 @@ public final class ConfigNode: Sendable {
 
     func full(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
-    /// An error about `key` in this node.
+    /// An error about `key` in this node (naming the environment variable when the value came from one).
     public func error(_ key: String, _ message: String) -> ConfigError {
-        ConfigError(file: file, key: full(key), message: message)
+        let fromEnvironment = state.withLock { $0.fromEnvironment.contains(key) }
+        return ConfigError(file: fromEnvironment ? "environment variable \(Self.environmentName(full(key)))" : file, key: full(key), message: message)
     }
 
-    /// Whether the key is present (and marks it read).
-    public func has(_ key: String) -> Bool {
-        state.withLock { _ = $0.read.insert(key) }
-        return object[key] != nil
-    }
+    /// Whether the key is present, in the file or the environment (and marks it read).
+    public func has(_ key: String) -> Bool { value(key) != nil }
 
+    /// The key's value: the environment's override when there is one, else the file's.
+    ///
+    /// Every key can be overridden by an environment variable named after its
+    /// path: `HERALD_` and the path's words in capitals, joined by `_`
+    /// (`transport.type` → `HERALD_TRANSPORT_TYPE`, `transport.providerToken.keyFile`
+    /// → `HERALD_TRANSPORT_PROVIDER_TOKEN_KEY_FILE`). The variable's text is
+    /// read as JSON when it is JSON (`2197`, `true`, `["a","b"]`, `{"host":…}`),
+    /// else as a string (`gateway`).
     public func value(_ key: String) -> JSONValue? {
+        let name = Self.environmentName(full(key))
+        if let raw = getenv(name) {
+            let text = String(cString: raw)
+            state.withLock { s in
+                s.read.insert(key)
+                s.fromEnvironment.insert(key)
+            }
+            return (try? JSONParser.parse(Array(text.utf8))) ?? .string(text)
+        }
         state.withLock { _ = $0.read.insert(key) }
         return object[key]
+    }
+
+    /// `transport.providerToken.keyFile` → `HERALD_TRANSPORT_PROVIDER_TOKEN_KEY_FILE`.
+    public static func environmentName(_ path: String) -> String {
+        var out = "HERALD"
+        var previousLower = false
+        var wordStarted = false
+        for c in path.unicodeScalars {
+            if c.properties.isUppercase && previousLower {
+                out += "_"
+            } else if !(c.properties.isAlphabetic || ("0"..."9").contains(c)) {
+                wordStarted = false
+                previousLower = false
+                continue
+            }
+            if !wordStarted {
+                if !out.hasSuffix("_") { out += "_" }
+                wordStarted = true
+            }
+            out += String(c).uppercased()
+            previousLower = c.properties.isLowercase || ("0"..."9").contains(c)
+        }
+        return out
     }
 
     public func string(_ key: String) throws(ConfigError) -> String? {
@@ -67,10 +112,13 @@ public final class ConfigNode: Sendable {
     /// A file or folder path: as given when absolute, else relative to the
     /// folder of the configuration file (not the working directory), so a
     /// configuration means the same wherever it is run from. `-` (standard
-    /// input or output) is kept as it is.
+    /// input or output) is kept as it is; a path from the environment is taken
+    /// as given.
     public func path(_ key: String) throws(ConfigError) -> String? {
         guard let s = try string(key) else { return nil }
         guard !s.isEmpty else { throw error(key, "must not be empty") }
+        // From the environment: as given (relative to the working directory).
+        if state.withLock({ $0.fromEnvironment.contains(key) }) { return s }
         guard s != "-", !s.hasPrefix("/"), let slash = file.lastIndex(of: "/") else { return s }
         return String(file[...slash]) + s
     }

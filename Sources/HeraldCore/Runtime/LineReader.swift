@@ -26,8 +26,11 @@ public struct LineReader: ~Copyable {
     var eof = false
     var lineNumber = 0
     var skipping = false
+    var bytesRead = 0
     /// Whether the descriptor is a pipe, socket or terminal (reads may wait for data).
     public let mayBlock: Bool
+    /// The input's size when it is a regular file.
+    public let size: Int?
 
     /// Opens `path`, or standard input for `-`.
     public init(path: String, maximumLineLength: Int = 1 << 20) throws(IOError) {
@@ -51,7 +54,9 @@ public struct LineReader: ~Copyable {
         self.maximumLineLength = maximumLineLength
         buffer = .allocate(byteCount: max(65536, maximumLineLength + 1), alignment: 1)
         var st = stat()
-        mayBlock = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG
+        let known = fstat(fd, &st) == 0
+        mayBlock = known && (st.st_mode & S_IFMT) != S_IFREG
+        size = known && (st.st_mode & S_IFMT) == S_IFREG ? Int(st.st_size) : nil
     }
 
     deinit {
@@ -131,7 +136,11 @@ public struct LineReader: ~Copyable {
         }
         if n == 0 { eof = true }
         end += n
+        bytesRead += n
     }
+
+    /// Bytes of input handed out as lines so far (for progress).
+    public var bytesConsumed: Int { bytesRead - (end - start) }
 }
 
 /// A file could not be read or written.
