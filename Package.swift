@@ -137,7 +137,7 @@ let package = Package(
         .target(
             name: "HeraldService",
             dependencies: [
-                "HeraldJSON", "HeraldCore", "HeraldKit",
+                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldBinary", "HeraldHTTP2Transport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

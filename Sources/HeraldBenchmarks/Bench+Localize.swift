@@ -83,7 +83,8 @@ struct BenchLocalize: AsyncParsableCommand {
             try FileManager.default.createDirectory(atPath: "\(dir)/\(language.0).lproj", withIntermediateDirectories: true)
             var bytes: [UInt8] = [0xFF, 0xFE]
             for u in text.utf16 { bytes += [UInt8(u & 0xFF), UInt8(u >> 8)] }
-            FileManager.default.createFile(atPath: "\(dir)/\(language.0).lproj/Localizable.strings", contents: Data(bytes))
+            let file = "\(dir)/\(language.0).lproj/Localizable.strings"
+            guard FileManager.default.createFile(atPath: file, contents: Data(bytes)) else { throw BenchError("cannot write \(file)") }
         }
         var catalog = StringCatalog()
         let loadSeconds = try await measure { catalog = try StringCatalog.load(path: dir) }

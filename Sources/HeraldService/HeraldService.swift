@@ -1,5 +1,7 @@
 import Foundation
+import HeraldBinary
 import HeraldCore
+import HeraldHTTP2Transport
 import HeraldJSON
 import HeraldKit
 import Hummingbird
@@ -81,6 +83,9 @@ public final class HeraldService: Sendable {
     let running = Atomic<Bool>(false)
     let queueDepth: MetricsGauge
     let requestsIn: MetricsCounter
+    let metricsFactory: PrometheusMetricsFactory
+    /// The transport's counters as last exported (counters grow by the difference).
+    let transportTotals = Mutex<[String: Int]>([:])
 
     /// `makePipeline` builds the pipeline from the intake's source and the ledger.
     public init(
@@ -94,6 +99,7 @@ public final class HeraldService: Sendable {
         intake = ServiceIntake(capacity: configuration.queueCapacity)
         outcomes = OutcomeIndex(capacity: configuration.keepOutcomes, metrics: factory)
         ledger = OutcomeLedger(observers: [outcomes] + observers)
+        metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
         pipeline = try makePipeline(IntakeSource(intake: intake), ledger)
@@ -193,6 +199,7 @@ public final class HeraldService: Sendable {
         router.get("/metrics") { request, _ in
             if let denied = self.authenticate(request) { return denied }
             self.queueDepth.record(self.intake.depth)
+            await self.exportTransportCounters()
             var out: [UInt8] = []
             self.registry.emit(into: &out)
             return Response(
@@ -218,6 +225,36 @@ public final class HeraldService: Sendable {
             case .forgotten: return Self.json(.notFound, "{\"notification\":\(id),\"error\":\"expired: its outcome is no longer kept\"}")
             case .unknown: return Self.json(.notFound, "{\"notification\":\(id),\"error\":\"no such notification\"}")
             }
+        }
+    }
+
+    /// The transport's own counters (connections, handshakes, resends…), as
+    /// `herald_transport_<name>_total` counters, brought up to date at each scrape.
+    func exportTransportCounters() async {
+        var now: [String: Int] = [:]
+        let transport = pipeline.transport
+        if let reporting = transport as? any DeliveryReporting {
+            let d = await reporting.deliveryStatistics
+            now = [
+                "connections": d.connections, "handshakes": d.handshakes, "connect_failures": d.connectFailures,
+                "error_responses": d.errorResponses, "shutdowns": d.shutdowns, "silent_closes": d.silentCloses, "stalls": d.stalls,
+                "resent": d.resent, "possible_duplicates": d.resentAfterSilentClose,
+            ]
+        } else if let http2 = transport as? HTTP2Transport {
+            let s = http2.statistics
+            now = [
+                "connections": s.delivery.connections, "handshakes": s.handshakes, "connect_failures": s.delivery.connectFailures,
+                "streams": s.delivery.streams, "goaways": s.delivery.goAways, "timeouts": s.delivery.timeouts, "retried": s.delivery.retried,
+                "resent": s.delivery.resentUnanswered + s.delivery.resentUnprocessed, "possible_duplicates": s.delivery.resentUnanswered,
+                "provider_tokens_signed": s.tokensSigned,
+            ]
+        }
+        let deltas = transportTotals.withLock { last -> [(String, Int)] in
+            defer { last = now }
+            return now.map { ($0.key, $0.value - (last[$0.key] ?? 0)) }
+        }
+        for (name, delta) in deltas where delta > 0 {
+            MetricsCounter(label: "herald_transport_\(name)_total", factory: metricsFactory).increment(by: delta)
         }
     }
 

@@ -57,6 +57,7 @@ struct ServeTests {
         #expect(fields["entered"] as? Int == 20_000 && fields["balanced"] as? Bool == true, "\(summary)")
         let byID = try outcomesByCallerID(dir + "/outcomes.jsonl")
         #expect(byID.count == 20_000 && byID.values.allSatisfy { $0.count == 1 })
+        #expect((metrics["herald_transport_connections_total"] ?? 0) >= 1 && metrics["herald_requests_total"] == 20_000, "\(metrics.keys.sorted())")
         for kind in ["accepted", "rejected", "dropped", "suppressed", "failed"] {
             let counted = Int(metrics["herald_outcomes_total{outcome=\(kind)}"] ?? -1)
             #expect(counted == byID.values.filter { $0 == [kind] }.count, "herald_outcomes_total{outcome=\(kind)} = \(counted)")

@@ -13,7 +13,7 @@ struct TLSContextTests {
         let dir = temporaryDirectory()
         var files: [String: String] = ["missing": dir + "/nope.pem"]
         let empty = dir + "/empty.pem"
-        FileManager.default.createFile(atPath: empty, contents: Data())
+        #expect(FileManager.default.createFile(atPath: empty, contents: Data()))
         files["empty"] = empty
         let text = dir + "/text.pem"
         try "not a certificate\n".write(toFile: text, atomically: true, encoding: .utf8)
@@ -21,7 +21,7 @@ struct TLSContextTests {
         let der = dir + "/ca.der"
         let pem = try String(contentsOfFile: certs.caCertificate, encoding: .utf8)
         let base64 = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
-        FileManager.default.createFile(atPath: der, contents: Data(base64Encoded: base64))
+        #expect(FileManager.default.createFile(atPath: der, contents: Data(base64Encoded: base64)))
         files["DER"] = der
         files["a key"] = certs.clientKey
         return files
