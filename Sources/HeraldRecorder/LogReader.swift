@@ -50,6 +50,8 @@ public final class LogReader {
     var size: Int64 = 0
     var offset: Int64 = 0
     var index: [(offset: Int64, length: Int64, first: Int64, last: Int64)] = []
+    /// `index` by offset: every member is looked up once, in a segment of thousands.
+    var indexByOffset: [Int64: (length: Int64, first: Int64, last: Int64)] = [:]
     var pending: [JSONObject] = []
     var pendingNext = 0
     var pendingAt: Int64 = 0
@@ -122,6 +124,7 @@ public final class LogReader {
         size = Int64(lseek(fd, 0, SEEK_END))
         offset = 0
         index = loadIndex(path + ".idx")
+        indexByOffset = Dictionary(uniqueKeysWithValues: index.map { ($0.offset, ($0.length, $0.first, $0.last)) })
         return true
     }
 
@@ -145,7 +148,7 @@ public final class LogReader {
     /// Reads the member at `offset` into `pending`; false at the segment's end.
     func readMember() -> Bool {
         guard offset < size else { return false }
-        let known = index.first { $0.offset == offset }
+        let known = indexByOffset[offset]
         if let range = timeRange, let known, known.last < range.lowerBound || known.first > range.upperBound {
             offset += known.length
             return true

@@ -82,14 +82,8 @@ struct BroadcastTests {
     }
 
     func simulator(maxChannels: Int = 10_000) throws -> (HTTP2Simulator, String) {
-        let key = P256.Signing.PrivateKey()
-        var config = HTTP2SimulatorConfiguration()
-        config.tokenKeyPEM = key.publicKey.pemRepresentation
-        config.keyID = "KEY1234567"
-        config.teamID = "TEAM123456"
-        config.maxChannels = maxChannels
-        var tokens = ProviderTokens(key: try ProviderTokenKey(pem: key.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456"))
-        return (try HTTP2Simulator(configuration: config), "bearer " + (try tokens.token(now: 1_700_000_000)))
+        var (simulator, tokens) = try tokenAuthSimulator { $0.maxChannels = maxChannels }
+        return (simulator, "bearer " + (try tokens.token(now: 1_700_000_000)))
     }
 
     func call(_ s: HTTP2Simulator, _ request: BroadcastChannelRequest, auth: String?) throws -> Result<BroadcastChannelResult, BroadcastChannelError> {

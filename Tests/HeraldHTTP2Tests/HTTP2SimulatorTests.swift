@@ -19,17 +19,22 @@ func alertEnvelopes(_ count: Int, topic: String = "com.example.app") throws -> [
     }
 }
 
+/// A simulator that wants provider tokens from a fresh key (key id KEY1234567, team TEAM123456), and the tokens that key signs.
+func tokenAuthSimulator(_ configure: (inout HTTP2SimulatorConfiguration) -> Void = { _ in }) throws -> (HTTP2Simulator, ProviderTokens) {
+    let key = P256.Signing.PrivateKey()
+    var config = HTTP2SimulatorConfiguration()
+    config.tokenKeyPEM = key.publicKey.pemRepresentation
+    config.keyID = "KEY1234567"
+    config.teamID = "TEAM123456"
+    configure(&config)
+    let tokens = ProviderTokens(key: try ProviderTokenKey(pem: key.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456"))
+    return (try HTTP2Simulator(configuration: config), tokens)
+}
+
 @Suite("HTTP/2 simulator and its in-memory transport", .serialized)
 struct HTTP2SimulatorTests {
     func tokenAuth(faults: HTTP2SimulatorConfiguration.Faults = .init()) throws -> (HTTP2Simulator, ProviderTokens) {
-        let key = P256.Signing.PrivateKey()
-        var config = HTTP2SimulatorConfiguration()
-        config.tokenKeyPEM = key.publicKey.pemRepresentation
-        config.keyID = "KEY1234567"
-        config.teamID = "TEAM123456"
-        config.faults = faults
-        let tokens = ProviderTokens(key: try ProviderTokenKey(pem: key.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456"))
-        return (try HTTP2Simulator(configuration: config), tokens)
+        try tokenAuthSimulator { $0.faults = faults }
     }
 
     @Test("100,000 requests: 1% BadDeviceToken, 0.5% Unregistered, GOAWAY ~1/1000, 503 ~1/1000, 429 ~1/2000: nothing lost or duplicated, one JWT, every 410 reported with its timestamp")

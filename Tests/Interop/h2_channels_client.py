@@ -65,7 +65,6 @@ stops answering (--timeout) before the run is over.
 """
 
 import argparse
-import base64
 import json
 import socket
 import ssl
@@ -78,9 +77,8 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+# The ES256 provider token, as the sibling h2 client signs it (this directory is on sys.path when run as a script).
+from h2_client import provider_token
 
 PROG = "h2_channels_client.py"
 UNKNOWN_CHANNEL = "AAAAAAAAAAAAAAAAAAAAAA=="
@@ -92,23 +90,6 @@ class ConnectFailed(Exception):
 
 class RunFailed(Exception):
     """The connection broke or went quiet in the middle of the run: exit 1."""
-
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def sign_jwt(key_file, key_id, team_id):
-    """ES256 provider token: base64url(header).base64url(claims).base64url(r||s)."""
-    with open(key_file, "rb") as f:
-        key = serialization.load_pem_private_key(f.read(), password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise SystemExit("%s: %s is not a P-256 private key" % (PROG, key_file))
-    head = b64url(json.dumps({"alg": "ES256", "kid": key_id}, separators=(",", ":")).encode())
-    body = b64url(json.dumps({"iss": team_id, "iat": int(time.time())}, separators=(",", ":")).encode())
-    signing_input = (head + "." + body).encode("ascii")
-    r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
-    return head + "." + body + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
 
 
 class Call:
@@ -354,7 +335,7 @@ def main():
         ids = body.get("channels")
         return ids if isinstance(ids, list) else None
 
-    jwt = sign_jwt(args.key_file, args.key_id, args.team_id)
+    jwt = provider_token(args.key_file, args.key_id, args.team_id)
     started = time.monotonic()
     try:
         session = Session(args, jwt)
