@@ -37,6 +37,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
@@ -145,6 +147,10 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                // The outcome webhook's client (HTTPS on swift-nio-ssl, verified by default).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             resources: [.copy("openapi.yaml")]
         ),
@@ -202,6 +208,7 @@ let package = Package(
             name: "HeraldStoreTests",
             dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldStore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        .testTarget(name: "HeraldServiceTests", dependencies: ["HeraldCore", "HeraldJSON", "HeraldService"]),
         .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
         .testTarget(
             name: "HeraldHTTP2Tests",

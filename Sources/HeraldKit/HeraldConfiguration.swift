@@ -36,6 +36,10 @@ public struct HeraldConfiguration: Sendable {
     public var customStages: [CustomStageSpec] = []
     /// Where outcomes go (`-` for standard output).
     public var outcomes = "-"
+    /// The outcomes file the configuration names (`outcomes` or `outcomes.path`), if it names one.
+    public var outcomesFile: String?
+    /// `outcomes.webhook`, for `herald serve` to read (``ConfigNode``).
+    public var outcomeWebhook: ConfigNode?
     /// The token store (`tokens.path`, an SQLite database); `nil` keeps dead tokens in memory for the run only.
     public var tokenStorePath: String?
     /// The parsed file, kept to report keys nothing read (checked when the pipeline is made).
@@ -119,7 +123,15 @@ public struct HeraldConfiguration: Sendable {
             }
             c.customStages.append(CustomStageSpec(type: type, after: after, options: node))
         }
-        c.outcomes = try root.path("outcomes") ?? c.outcomes
+        if case .object? = root.value("outcomes") {
+            // {"path": "…", "webhook": {…}}: the webhook is herald serve's (it reads the node).
+            let node = try root.child("outcomes")
+            c.outcomesFile = try node.path("path")
+            if node.has("webhook") { c.outcomeWebhook = try node.child("webhook") }
+        } else {
+            c.outcomesFile = try root.path("outcomes")
+        }
+        c.outcomes = c.outcomesFile ?? c.outcomes
         c.tokenStorePath = try root.child("tokens").path("path")
         return c
     }

@@ -26,6 +26,8 @@ public struct ServiceConfiguration: Sendable {
     public var queueCapacity = 100_000
     /// Outcomes kept for `GET /v1/notifications/{id}`.
     public var keepOutcomes = 1_000_000
+    /// Where outcomes are posted as they are decided (`outcomes.webhook`), if anywhere.
+    public var webhook: WebhookConfiguration?
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
@@ -86,6 +88,8 @@ public final class HeraldService: Sendable {
     let metricsFactory: PrometheusMetricsFactory
     /// The transport's counters as last exported (counters grow by the difference).
     let transportTotals = Mutex<[String: Int]>([:])
+    /// Posts dead tokens and failures to the caller (`outcomes.webhook`).
+    public let webhook: OutcomeWebhook?
 
     /// `makePipeline` builds the pipeline from the intake's source and the ledger.
     public init(
@@ -98,7 +102,8 @@ public final class HeraldService: Sendable {
         let factory = PrometheusMetricsFactory(registry: registry)
         intake = ServiceIntake(capacity: configuration.queueCapacity)
         outcomes = OutcomeIndex(capacity: configuration.keepOutcomes, metrics: factory)
-        ledger = OutcomeLedger(observers: [outcomes] + observers)
+        webhook = configuration.webhook.map { OutcomeWebhook(configuration: $0, logger: logger, metrics: factory) }
+        ledger = OutcomeLedger(observers: [outcomes] + observers + (webhook.map { [$0] } ?? []))
         metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
@@ -120,10 +125,10 @@ public final class HeraldService: Sendable {
         let group = ServiceGroup(
             configuration: .init(
                 // Shut down in reverse order: the pipeline first (intake closed, 503s while it
-                // drains), then, once it has drained, the HTTP server.
-                services: [
-                    .init(service: app),
-                    .init(service: pipelineService, successTerminationBehavior: .gracefullyShutdownGroup),
+                // drains), then, once it has drained, the webhook (it posts what is left), then
+                // the HTTP server.
+                services: [.init(service: app)] + (webhook.map { [.init(service: $0)] } ?? []) + [
+                    .init(service: pipelineService, successTerminationBehavior: .gracefullyShutdownGroup)
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
@@ -137,6 +142,7 @@ public final class HeraldService: Sendable {
                     logger.warning("second signal: stopping now; what was not sent ends failed")
                     intake.close()
                     pipeline.abandon("abandoned: a second signal came before it was sent")
+                    webhook?.abandon()
                 }
             }
         }

@@ -53,8 +53,9 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             serve = try ServiceConfiguration.load(try configuration.root.child("serve"))
             if let port { serve.port = port }
+            if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
             let assembly = try HeraldAssembly.configured(configuration)
-            writer = configuration.root.has("outcomes")
+            writer = configuration.outcomesFile != nil
                 ? try OutcomeWriter(path: configuration.outcomes) { error in
                     writeToStandardError("herald: cannot write outcomes: \(error)\n")
                 } : nil
@@ -79,6 +80,14 @@ struct ServeCommand: AsyncParsableCommand {
         fields.add("entered", snapshot.entered)
         for k in Outcome.Kind.allCases { fields.add(k.rawValue, snapshot.count(k)) }
         fields.add("balanced", snapshot.isBalanced)
+        if let webhook = service.webhook {
+            let c = webhook.counts
+            var w = JSONLine()
+            w.add("delivered", c.delivered)
+            w.add("undelivered", c.undelivered)
+            w.add("overflow", c.overflow)
+            fields.add("webhook", w)
+        }
         var line = JSONLine()
         line.add("summary", fields)
         // On standard output, after the ready line: what a supervisor (or a test) reads last.
