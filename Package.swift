@@ -44,7 +44,10 @@ let package = Package(
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
         .target(name: "HeraldJSON"),
         // The model, the stage protocols, the actor runtime and the ledger.
-        .target(name: "HeraldCore", dependencies: ["HeraldJSON"]),
+        .target(
+            name: "HeraldCore",
+            dependencies: ["HeraldJSON", .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "DequeModule", package: "swift-collections")]
+        ),
         // Payload builder and size guard (issue 3).
         .target(name: "HeraldPayload", dependencies: ["HeraldJSON", "HeraldCore"]),
         // String catalogs and the localizer (issue 4).
@@ -133,6 +136,7 @@ let package = Package(
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder", "HeraldStore",
                 "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         // `herald serve`: the pipeline as a service with an HTTP API (issue 15).
@@ -193,7 +197,13 @@ let package = Package(
             dependencies: ["herald-strings"]
         ),
         .testTarget(name: "HeraldJSONTests", dependencies: ["HeraldJSON", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldCoreTests", dependencies: ["HeraldJSON", "HeraldCore", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(
+            name: "HeraldCoreTests",
+            dependencies: [
+                "HeraldJSON", "HeraldCore", .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldJSON", "HeraldCore", "HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldCore", "HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldJSON", "HeraldCore", "HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),

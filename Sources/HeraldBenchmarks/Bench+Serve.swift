@@ -69,8 +69,8 @@ struct BenchServe: AsyncParsableCommand {
         var logger = Logger(label: "herald-bench")
         logger.logLevel = .warning
         let assembly = try HeraldAssembly.configured(configuration)
-        let service = try HeraldService(configuration: serveConfiguration, logger: logger) { source, ledger in
-            try assembly.makePipeline(source: source, ledger: ledger)
+        let service = try HeraldService(configuration: serveConfiguration, logger: logger) { source, ledger, metrics in
+            try assembly.makePipeline(source: source, ledger: ledger, metrics: metrics)
         }
         let port = AsyncStream<Int>.makeStream()
         let runner = Task { try await service.run { port.continuation.yield($0) } }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import HeraldBinary
 import HeraldCore
@@ -105,12 +106,16 @@ public struct HeraldAssembly: Sendable {
     }
 
     /// A pipeline from `source` through the configured stages to the configured transport.
-    public func makePipeline(source: any NotificationSource, ledger: OutcomeLedger = OutcomeLedger(), transport: (any Transport)? = nil) throws -> Pipeline {
+    /// `metrics`: where the pipeline's per-stage metrics and latencies go (none by default).
+    public func makePipeline(
+        source: any NotificationSource, ledger: OutcomeLedger = OutcomeLedger(), transport: (any Transport)? = nil,
+        metrics: (any MetricsFactory)? = nil
+    ) throws -> Pipeline {
         let stages = try stages()
         let t = try transport ?? self.transport()
         try configuration.root.finish()
         // The feedback loop: a token APNs calls invalid is suppressed from then on.
         ledger.addObserver(TokenStoreFeedbackObserver(store: tokenStore, clock: { UInt32(clamping: Int(Date().timeIntervalSince1970)) }))
-        return Pipeline(source: source, stages: stages, transport: t, ledger: ledger, options: configuration.pipeline)
+        return Pipeline(source: source, stages: stages, transport: t, ledger: ledger, options: configuration.pipeline, metrics: metrics)
     }
 }

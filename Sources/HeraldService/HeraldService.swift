@@ -91,10 +91,11 @@ public final class HeraldService: Sendable {
     /// Posts dead tokens and failures to the caller (`outcomes.webhook`).
     public let webhook: OutcomeWebhook?
 
-    /// `makePipeline` builds the pipeline from the intake's source and the ledger.
+    /// `makePipeline` builds the pipeline from the intake's source, the ledger
+    /// and the service's metrics factory (for the pipeline's own metrics).
     public init(
         configuration: ServiceConfiguration, logger: Logger, observers: [any OutcomeObserver] = [],
-        makePipeline: (IntakeSource, OutcomeLedger) throws -> Pipeline
+        makePipeline: (IntakeSource, OutcomeLedger, any MetricsFactory) throws -> Pipeline
     ) rethrows {
         self.configuration = configuration
         self.logger = logger
@@ -107,7 +108,7 @@ public final class HeraldService: Sendable {
         metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
-        pipeline = try makePipeline(IntakeSource(intake: intake), ledger)
+        pipeline = try makePipeline(IntakeSource(intake: intake), ledger, factory)
     }
 
     /// Runs until SIGTERM or SIGINT (then: intake closed, pipeline drained,

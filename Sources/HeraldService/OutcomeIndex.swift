@@ -18,6 +18,9 @@ public final class OutcomeIndex: OutcomeObserver {
     let state = Mutex(State())
     public let capacity: Int
     let counters: [Outcome.Kind: Counter]
+    let metrics: any MetricsFactory
+    /// `herald_outcome_reasons_total{outcome, reason}` by (kind, reason), made as reasons appear.
+    let reasonCounters = Mutex<[String: Counter]>([:])
 
     public init(capacity: Int, metrics: any MetricsFactory) {
         self.capacity = capacity
@@ -26,6 +29,21 @@ public final class OutcomeIndex: OutcomeObserver {
             c[k] = Counter(label: "herald_outcomes_total", dimensions: [("outcome", k.rawValue)], factory: metrics)
         }
         counters = c
+        self.metrics = metrics
+    }
+
+    /// A bounded label for why a request ended: the status and Apple's reason
+    /// for `rejected`, the reason's code for `dropped` and `failed` (never its
+    /// message, which names lines and tokens); `nil` for the others.
+    static func reasonLabel(_ o: Outcome) -> String? {
+        switch o {
+        case .rejected(let s):
+            // APNs' reasons are short words; anything else a server sends is "other", so labels stay few.
+            let word = s.reason.map { r in r.utf8.count <= 40 && r.utf8.allSatisfy { $0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber) } ? r : "other" }
+            return "\(s.rawValue) \(word ?? s.description)"
+        case .dropped(let r), .failed(let r): return r.code.name
+        case .accepted, .suppressed: return nil
+        }
     }
 
     public func observe(_ records: [OutcomeRecord]) {
@@ -44,6 +62,22 @@ public final class OutcomeIndex: OutcomeObserver {
             for (k, n) in kinds { s.counts[k, default: 0] += n }
         }
         for (k, n) in kinds { counters[k]?.increment(by: n) }
+        var reasons: [String: (Outcome.Kind, String, Int)] = [:]
+        for r in records {
+            guard let label = Self.reasonLabel(r.outcome) else { continue }
+            let key = "\(r.outcome.kind.rawValue)|\(label)"
+            reasons[key, default: (r.outcome.kind, label, 0)].2 += 1
+        }
+        guard !reasons.isEmpty else { return }
+        let made = reasonCounters.withLock { cache in
+            reasons.map { key, v in
+                if let c = cache[key] { return (c, v.2) }
+                let c = Counter(label: "herald_outcome_reasons_total", dimensions: [("outcome", v.0.rawValue), ("reason", v.1)], factory: metrics)
+                cache[key] = c
+                return (c, v.2)
+            }
+        }
+        for (c, n) in made { c.increment(by: n) }
     }
 
     /// What is known of `id`.

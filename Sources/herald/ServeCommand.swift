@@ -59,8 +59,8 @@ struct ServeCommand: AsyncParsableCommand {
                 ? try OutcomeWriter(path: configuration.outcomes) { error in
                     writeToStandardError("herald: cannot write outcomes: \(error)\n")
                 } : nil
-            service = try HeraldService(configuration: serve, logger: logger, observers: writer.map { [$0] } ?? []) { source, ledger in
-                try assembly.makePipeline(source: source, ledger: ledger)
+            service = try HeraldService(configuration: serve, logger: logger, observers: writer.map { [$0] } ?? []) { source, ledger, metrics in
+                try assembly.makePipeline(source: source, ledger: ledger, metrics: metrics)
             }
         } catch let e as SetupError {
             throw e

@@ -58,6 +58,14 @@ struct ServeTests {
         let byID = try outcomesByCallerID(dir + "/outcomes.jsonl")
         #expect(byID.count == 20_000 && byID.values.allSatisfy { $0.count == 1 })
         #expect((metrics["herald_transport_connections_total"] ?? 0) >= 1 && metrics["herald_requests_total"] == 20_000, "\(metrics.keys.sorted())")
+        // The pipeline's own metrics: each stage saw every request, and each outcome's latency was timed.
+        for stage in ["ingest", "payload", "transport"] {
+            #expect(metrics["herald_stage_requests_total{stage=\(stage)}"] == 20_000, "\(stage): \(metrics.keys.filter { $0.contains("stage") }.sorted())")
+            #expect((metrics["herald_stage_duration_seconds_count{stage=\(stage)}"] ?? 0) >= 20_000 / 256)
+        }
+        #expect(metrics["herald_notification_latency_seconds_count"] == 20_000)
+        #expect((metrics["herald_transport_payload_bytes_total"] ?? 0) > 20_000 * 20 && (metrics["herald_transport_frame_bytes_total"] ?? 0) > 0)
+        #expect((metrics["herald_notification_latency_seconds_sum"] ?? 0) > 0)
         for kind in ["accepted", "rejected", "dropped", "suppressed", "failed"] {
             let counted = Int(metrics["herald_outcomes_total{outcome=\(kind)}"] ?? -1)
             #expect(counted == byID.values.filter { $0 == [kind] }.count, "herald_outcomes_total{outcome=\(kind)} = \(counted)")

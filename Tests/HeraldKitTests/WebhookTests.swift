@@ -27,10 +27,15 @@ private func startServe(in dir: String, url: String, invalid: [Int], webhook ext
     return try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"])
 }
 
-private func post(port: Int, dir: String, count: Int) throws {
+/// Posts `count` requests with serve_client.py; the service's metrics once every outcome is decided.
+@discardableResult
+private func post(port: Int, dir: String, count: Int) throws -> [String: Double] {
     let python = try interopPython()
     let script = repositoryRoot().appendingPathComponent("Tests/Interop/serve_client.py").path
-    _ = try runCommand(python, [script, "--port", String(port), "--token-file", dir + "/api-tokens", "--count", String(count), "--batch", "500"])
+    let out = try runCommand(python, [script, "--port", String(port), "--token-file", dir + "/api-tokens", "--count", String(count), "--batch", "500"])
+    let line = out.split(separator: "\n").last.map(String.init) ?? ""
+    let report = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+    return report?["metrics"] as? [String: Double] ?? [:]
 }
 
 private func jsonLines(_ path: String) throws -> [[String: Any]] {
@@ -52,7 +57,8 @@ struct WebhookTests {
         let receiver = try ExternalServer(python, [script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--plan", "503,drop,500"])
         let invalid = Array(stride(from: 7, to: 3000, by: 50))
         let serve = try startServe(in: dir, url: "http://127.0.0.1:\(receiver.ready["port"] as! Int)/hooks/herald", invalid: invalid, webhook: "")
-        try post(port: serve.ready["port"] as! Int, dir: dir, count: 3000)
+        let metrics = try post(port: serve.ready["port"] as! Int, dir: dir, count: 3000)
+        #expect(metrics["herald_outcome_reasons_total{outcome=rejected}{reason=8 invalid token}"] == Double(invalid.count), "\(metrics.keys.filter { $0.contains("reason") })")
         let summary = (serve.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
         let counts = receiver.stop(interrupt: true)
         #expect(counts["unauthorized"] as? Int == 0 && counts["malformed"] as? Int == 0, "\(counts)")

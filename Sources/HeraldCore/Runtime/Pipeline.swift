@@ -1,3 +1,5 @@
+import CoreMetrics
+
 /// A stage with the name configuration and errors refer to it by.
 public struct NamedStage: Sendable {
     public var name: String
@@ -37,12 +39,23 @@ public struct PipelineOptions: Sendable, Hashable {
 /// Hosts one stage: the stage runs isolated to this actor, one batch at a time.
 actor StageRunner {
     let named: NamedStage
-    init(_ named: NamedStage) { self.named = named }
+    let instruments: PipelineMetrics.StageInstruments?
+    init(_ named: NamedStage, metrics: PipelineMetrics?) {
+        self.named = named
+        instruments = metrics?.stage(named.name)
+    }
 
     func run(input: BoundedChannel<[Envelope]>, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger) async {
         while var batch = await input.receive() {
-            await named.run(&batch)
-            Pipeline.settleDecided(&batch, ledger: ledger)
+            if let instruments {
+                let start = ContinuousClock.now, count = batch.count
+                await named.run(&batch)
+                Pipeline.settleDecided(&batch, ledger: ledger)
+                instruments.batch(in: count, decided: count - batch.count, since: start)
+            } else {
+                await named.run(&batch)
+                Pipeline.settleDecided(&batch, ledger: ledger)
+            }
             if !batch.isEmpty { await output.send(batch) }
         }
         output.close()
@@ -52,10 +65,19 @@ actor StageRunner {
 /// Hosts the transport at the end of the pipeline.
 actor TransportRunner {
     let transport: any Transport
-    init(_ transport: any Transport) { self.transport = transport }
+    let metrics: PipelineMetrics?
+    let instruments: PipelineMetrics.StageInstruments?
+    init(_ transport: any Transport, metrics: PipelineMetrics?) {
+        self.transport = transport
+        self.metrics = metrics
+        instruments = metrics?.stage("transport")
+    }
 
     func run(input: BoundedChannel<[Envelope]>, ledger: OutcomeLedger) async {
         while let batch = await input.receive() {
+            metrics?.handed(batch)
+            let start = instruments == nil ? nil : ContinuousClock.now
+            defer { if let start { instruments?.batch(in: batch.count, decided: 0, since: start) } }
             do {
                 try await transport.send(batch, outcomes: ledger)
             } catch {
@@ -84,16 +106,23 @@ public final class Pipeline: Sendable {
     public let ledger: OutcomeLedger
     public let options: PipelineOptions
     let stop = StopSignal()
+    let metrics: PipelineMetrics?
 
+    /// `metrics`: where the pipeline's own metrics go (per stage: requests,
+    /// decided, time per batch; each outcome's latency; see `PipelineMetrics`),
+    /// e.g. `MetricsSystem.factory` or a Prometheus registry's factory; none by default.
     public init(
         source: any NotificationSource, stages: [NamedStage], transport: any Transport,
-        ledger: OutcomeLedger = OutcomeLedger(), options: PipelineOptions = PipelineOptions()
+        ledger: OutcomeLedger = OutcomeLedger(), options: PipelineOptions = PipelineOptions(),
+        metrics: (any MetricsFactory)? = nil
     ) {
         self.source = source
         self.stages = stages
         self.transport = transport
         self.ledger = ledger
         self.options = options
+        self.metrics = metrics.map { PipelineMetrics(factory: $0) }
+        if let latency = self.metrics?.latency { ledger.addObserver(latency) }
     }
 
     /// The names of the stages, in order.
@@ -126,21 +155,22 @@ public final class Pipeline: Sendable {
         let sinkChannel = channels[0]
         let source = self.source
         let batchSize = max(1, options.batchSize)
+        let latency = metrics?.latency
 
         // Runners are unstructured tasks on purpose: cancelling run() must not
         // cancel them, or in-flight requests would be lost instead of drained.
         var tasks: [Task<Void, Never>] = []
         for (k, named) in stages.enumerated() {
-            let runner = StageRunner(named)
+            let runner = StageRunner(named, metrics: metrics)
             let input = channels[k], output = channels[k + 1]
             tasks.append(Task { await runner.run(input: input, output: output, ledger: ledger) })
         }
-        let transportRunner = TransportRunner(transport)
+        let transportRunner = TransportRunner(transport, metrics: metrics)
         let last = channels[stages.count]
         tasks.append(Task { await transportRunner.run(input: last, ledger: ledger) })
 
         let sourceTask = Task<(any Error)?, Never> {
-            let sink = SourceSink(batchSize: batchSize, output: sinkChannel, ledger: ledger, stop: stop)
+            let sink = SourceSink(batchSize: batchSize, output: sinkChannel, ledger: ledger, stop: stop, latency: latency)
             var failure: (any Error)?
             do {
                 try await source.produce(into: sink)

@@ -20,8 +20,10 @@ public final class SourceSink {
     let stop: StopSignal
     var pending: [Envelope] = []
     var nextSequence: UInt64 = 0
+    let latency: LatencyTracker?
 
-    init(batchSize: Int, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger, stop: StopSignal) {
+    init(batchSize: Int, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger, stop: StopSignal, latency: LatencyTracker? = nil) {
+        self.latency = latency
         self.batchSize = batchSize
         self.output = output
         self.ledger = ledger
@@ -59,6 +61,7 @@ public final class SourceSink {
         let batch = pending
         pending.removeAll(keepingCapacity: true)
         ledger.enter(batch.lazy.map(\.sequence), count: batch.count)
+        latency?.entered(first: batch[0].sequence, count: batch.count)
         await output.send(batch)
     }
 }
