@@ -71,10 +71,10 @@ let package = Package(
         // Durable state: the token store on SQLite (GRDB.swift, Debian's libsqlite3), issue 14.
         .target(
             name: "HeraldStore",
-            dependencies: ["HeraldJSON", "HeraldCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+            dependencies: [.product(name: "Logging", package: "swift-log"), "HeraldJSON", "HeraldCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
         ),
         // The file recorder transport: gzip-compressed JSON Lines logs of what would be sent.
-        .target(name: "HeraldRecorder", dependencies: ["HeraldJSON", "HeraldCore", "CZlib", "CHeraldZlib"]),
+        .target(name: "HeraldRecorder", dependencies: [.product(name: "Logging", package: "swift-log"), "HeraldJSON", "HeraldCore", "CZlib", "CHeraldZlib"]),
         // The system OpenSSL (libssl-dev), used by HeraldOpenSSL (and HeraldTesting's certificate maker).
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",
@@ -86,6 +86,7 @@ let package = Package(
         .target(
             name: "HeraldOpenSSL",
             dependencies: [
+                .product(name: "Logging", package: "swift-log"),
                 "HeraldCore", "COpenSSL", "CHeraldOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -95,6 +96,7 @@ let package = Package(
         .target(
             name: "HeraldGateway",
             dependencies: [
+                .product(name: "Logging", package: "swift-log"),
                 "HeraldCore", "HeraldBinary", "HeraldOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -112,6 +114,7 @@ let package = Package(
         .target(
             name: "HeraldHTTP2Transport",
             dependencies: [
+                .product(name: "Logging", package: "swift-log"),
                 "HeraldJSON", "HeraldCore", "HeraldHTTP2", "HeraldOpenSSL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -134,6 +137,7 @@ let package = Package(
         .target(
             name: "HeraldKit",
             dependencies: [
+                .product(name: "Logging", package: "swift-log"),
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator", "HeraldRecorder", "HeraldStore",
                 "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -219,7 +223,10 @@ let package = Package(
             dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldStore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(name: "HeraldServiceTests", dependencies: ["HeraldCore", "HeraldJSON", "HeraldService"]),
-        .testTarget(name: "HeraldOpenSSLTests", dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting"]),
+        .testTarget(
+            name: "HeraldOpenSSLTests",
+            dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "HeraldHTTP2Tests",
             dependencies: [

@@ -2,6 +2,7 @@ import HeraldBinary
 import HeraldCore
 import HeraldOpenSSL
 import NIOCore
+import Logging
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -39,6 +40,8 @@ public struct GatewayEnvironment: Sendable, Hashable, CustomStringConvertible {
 
 /// How the gateway transport connects, batches, confirms and gives up.
 public struct GatewayConfiguration: Sendable {
+    /// Where the transport logs (connection events at `trace`; `HERALD_GATEWAY_TRACE=1` turns them on).
+    public var logger = Logger(label: "herald.gateway")
     /// The gateway's host and port.
     public var host: String
     public var port: Int

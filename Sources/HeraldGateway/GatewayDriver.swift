@@ -4,6 +4,7 @@ import HeraldOpenSSL
 import NIOCore
 import NIOPosix
 import Synchronization
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -66,13 +67,20 @@ final class GatewayDriver: @unchecked Sendable {
         self.machine = DeliveryMachine(policy: configuration.delivery, endpoint: endpoint, seed: UInt64.random(in: 0...UInt64.max))
     }
 
-    /// `HERALD_GATEWAY_TRACE=1` traces connection events on standard error
-    /// (times, connection numbers, counts: never a token or a payload).
+    /// Connection events go to the configuration's logger at `trace` (times,
+    /// connection numbers, counts: never a token or a payload);
+    /// `HERALD_GATEWAY_TRACE=1` logs them whatever the logger's level.
     static let tracing = getenv("HERALD_GATEWAY_TRACE") != nil
     func trace(_ s: @autoclosure () -> String) {
-        guard Self.tracing else { return }
-        writeToStandardError("herald gateway trace: [slot \(index) \(endpoint) \(NIODeadline.now().uptimeNanoseconds / 1000)µs] \(s()) "
-            + "queued=\(machine.queuedCount) in-flight=\(machine.inFlightCount)\n")
+        var logger = configuration.logger
+        if Self.tracing { logger.logLevel = .trace }
+        guard logger.logLevel <= .trace else { return }
+        logger.trace(
+            "\(s())",
+            metadata: [
+                "slot": "\(index)", "endpoint": "\(endpoint)", "uptime_us": "\(NIODeadline.now().uptimeNanoseconds / 1000)",
+                "queued": "\(machine.queuedCount)", "in_flight": "\(machine.inFlightCount)",
+            ])
     }
 
     /// The event loop's monotonic clock as the machine's time.

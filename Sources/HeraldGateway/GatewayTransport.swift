@@ -45,7 +45,7 @@ public final class GatewayTransport: Transport {
         guard configuration.tls.role == .client else { throw TLSError(.configuration, "the gateway transport needs a client TLS configuration") }
         guard configuration.connections >= 1 else { throw TLSError(.configuration, "connections must be at least 1") }
         self.configuration = configuration
-        self.tls = try TLSContext(configuration.tls)
+        self.tls = try TLSContext(configuration.tls, logger: configuration.logger)
         self.gate = FlowGate(limit: configuration.maxQueued)
         let tls = self.tls
         let gate = self.gate

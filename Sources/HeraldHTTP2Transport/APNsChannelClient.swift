@@ -32,7 +32,7 @@ public final class APNsChannelClient: Sendable {
         tlsConfiguration.applicationProtocols = ["h2"]
         tlsConfiguration.requireApplicationProtocol = true
         self.configuration = configuration
-        self.tls = try TLSContext(tlsConfiguration)
+        self.tls = try TLSContext(tlsConfiguration, logger: configuration.logger)
         self.group = group
         self.timeout = timeout
         tokens = Mutex(configuration.providerToken.map { ProviderTokens(key: $0) })

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP2
 import NIOPosix
 import Synchronization
+import Logging
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -65,11 +66,14 @@ final class HTTP2Driver: @unchecked Sendable {
 
     var now: Duration { epoch + .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
 
-    /// `HERALD_HTTP2_TRACE=1` traces connection events on standard error (never a token, a JWT or a payload).
+    /// Connection events go to the configuration's logger at `trace` (never a
+    /// token, a JWT or a payload); `HERALD_HTTP2_TRACE=1` logs them whatever the logger's level.
     static let tracing = getenv("HERALD_HTTP2_TRACE") != nil
     func trace(_ s: @autoclosure () -> String) {
-        guard Self.tracing else { return }
-        writeToStandardError("herald http2 trace: [\(configuration.endpoint) \(NIODeadline.now().uptimeNanoseconds / 1000)µs] \(s())\n")
+        var logger = configuration.logger
+        if Self.tracing { logger.logLevel = .trace }
+        guard logger.logLevel <= .trace else { return }
+        logger.trace("\(s())", metadata: ["endpoint": "\(configuration.endpoint)", "uptime_us": "\(NIODeadline.now().uptimeNanoseconds / 1000)"])
     }
 
     // MARK: - From the transport (any thread)

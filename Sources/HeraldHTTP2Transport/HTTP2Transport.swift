@@ -42,7 +42,7 @@ public final class HTTP2Transport: Transport {
         self.configuration = configuration
         builder = APNsRequestBuilder(defaultTopic: configuration.defaultTopic)
         gate = FlowGate(limit: configuration.maxQueued)
-        driver = HTTP2Driver(loop: group.next(), configuration: configuration, tls: try TLSContext(tlsConfiguration), gate: gate)
+        driver = HTTP2Driver(loop: group.next(), configuration: configuration, tls: try TLSContext(tlsConfiguration, logger: configuration.logger), gate: gate)
     }
 
     /// What the connections did.

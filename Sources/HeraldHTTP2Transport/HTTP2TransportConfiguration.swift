@@ -1,6 +1,7 @@
 import HeraldCore
 import HeraldHTTP2
 import HeraldOpenSSL
+import Logging
 
 /// Where APNs' HTTP/2 provider API is.
 public struct APNsEnvironment: Sendable, Hashable, CustomStringConvertible {
@@ -42,6 +43,8 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible {
 
 /// How the HTTP/2 transport reaches APNs, authenticates, and gives up.
 public struct HTTP2TransportConfiguration: Sendable {
+    /// Where the transport logs (connection events at `trace`; `HERALD_HTTP2_TRACE=1` turns them on).
+    public var logger = Logger(label: "herald.http2")
     /// APNs' host and port (a fresh DNS look-up for each connection).
     public var host: String
     public var port: Int

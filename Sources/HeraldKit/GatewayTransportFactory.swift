@@ -2,6 +2,7 @@ import HeraldBinary
 import HeraldCore
 import HeraldGateway
 import HeraldOpenSSL
+import Logging
 
 /// Builds the `gateway` transport (the binary interface over TLS) from its configuration node:
 ///
@@ -84,8 +85,9 @@ public enum FeedbackSetup {
 
 extension GatewayTransport {
     /// Builds the transport from a configuration node, reporting TLS problems against the node.
-    static func make(_ node: ConfigNode) throws(ConfigError) -> GatewayTransport {
-        let configuration = try GatewayTransportFactory.configuration(node)
+    static func make(_ node: ConfigNode, logger: Logger) throws(ConfigError) -> GatewayTransport {
+        var configuration = try GatewayTransportFactory.configuration(node)
+        configuration.logger = logger
         do {
             return try GatewayTransport(configuration: configuration)
         } catch {

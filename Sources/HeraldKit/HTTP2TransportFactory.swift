@@ -2,6 +2,7 @@ import HeraldCore
 import HeraldHTTP2
 import HeraldHTTP2Transport
 import HeraldOpenSSL
+import Logging
 
 /// Builds the `http2` transport (APNs' HTTP/2 provider API) from its configuration node:
 ///
@@ -92,8 +93,9 @@ package enum HTTP2TransportFactory {
 
 extension HTTP2Transport {
     /// Builds the transport from a configuration node, reporting TLS problems against the node.
-    static func make(_ node: ConfigNode) throws(ConfigError) -> HTTP2Transport {
-        let configuration = try HTTP2TransportFactory.configuration(node)
+    static func make(_ node: ConfigNode, logger: Logger) throws(ConfigError) -> HTTP2Transport {
+        var configuration = try HTTP2TransportFactory.configuration(node)
+        configuration.logger = logger
         do {
             return try HTTP2Transport(configuration: configuration)
         } catch {

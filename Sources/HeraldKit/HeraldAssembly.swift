@@ -5,6 +5,7 @@ import HeraldCore
 import HeraldLocalization
 import HeraldPayload
 import HeraldStore
+import Logging
 
 /// Builds pipelines from a configuration and a registry.
 ///
@@ -15,9 +16,17 @@ public struct HeraldAssembly: Sendable {
     public var configuration: HeraldConfiguration
     public var registry: HeraldRegistry
     public var tokenStore: any TokenStore
+    /// Where the pipeline's components log.
+    public var logger: Logger
     var extraStages: [(StagePosition, NamedStage)] = []
 
-    public init(configuration: HeraldConfiguration = HeraldConfiguration(), registry: HeraldRegistry = .standard(), tokenStore: any TokenStore = InMemoryTokenStore()) {
+    /// `logger`: where the transport, the token store and the TLS layer log
+    /// (swift-log; each component adds its own metadata).
+    public init(
+        configuration: HeraldConfiguration = HeraldConfiguration(), registry: HeraldRegistry = .standard(),
+        tokenStore: any TokenStore = InMemoryTokenStore(), logger: Logger = Logger(label: "herald")
+    ) {
+        self.logger = logger
         self.configuration = configuration
         self.registry = registry
         self.tokenStore = tokenStore
@@ -25,14 +34,16 @@ public struct HeraldAssembly: Sendable {
 
     /// An assembly whose token store is the one the configuration names
     /// (`tokens.path`: an SQLite ``SQLiteTokenStore``), or in memory.
-    public static func configured(_ configuration: HeraldConfiguration, registry: HeraldRegistry = .standard()) throws(ConfigError) -> HeraldAssembly {
+    public static func configured(
+        _ configuration: HeraldConfiguration, registry: HeraldRegistry = .standard(), logger: Logger = Logger(label: "herald")
+    ) throws(ConfigError) -> HeraldAssembly {
         var store: any TokenStore = InMemoryTokenStore()
         if let path = configuration.tokenStorePath {
-            do { store = try SQLiteTokenStore(path: path) } catch {
+            do { store = try SQLiteTokenStore(path: path, logger: logger) } catch {
                 throw ConfigError(file: configuration.root.file, key: "tokens.path", message: error.description)
             }
         }
-        return HeraldAssembly(configuration: configuration, registry: registry, tokenStore: store)
+        return HeraldAssembly(configuration: configuration, registry: registry, tokenStore: store, logger: logger)
     }
 
     /// Inserts a stage of the embedder's own after a built-in position.
@@ -102,7 +113,7 @@ public struct HeraldAssembly: Sendable {
     public func transport() throws -> any Transport {
         try registry.makeTransport(
             configuration.transportType, options: configuration.transportOptions,
-            context: TransportContext(payloadLimit: configuration.sizeLimit.bytes))
+            context: TransportContext(payloadLimit: configuration.sizeLimit.bytes, logger: logger))
     }
 
     /// A pipeline from `source` through the configured stages to the configured transport.

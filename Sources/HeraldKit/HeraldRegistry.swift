@@ -5,6 +5,7 @@ import HeraldGateway
 import HeraldHTTP2Transport
 import HeraldOpenSSL
 import Synchronization
+import Logging
 
 /// Where a custom stage goes: after one of the built-in stages.
 public struct StagePosition: Sendable, Hashable, CustomStringConvertible {
@@ -49,13 +50,13 @@ public final class HeraldRegistry: Sendable {
         r.registerTransport("http2-simulator") { node, _ in
             try HTTP2SimulatorTransportFactory.make(node)
         }
-        r.registerTransport("http2") { node, _ in
-            try HTTP2Transport.make(node)
+        r.registerTransport("http2") { node, context in
+            try HTTP2Transport.make(node, logger: context.logger)
         }
-        r.registerTransport("gateway") { node, _ in
-            try GatewayTransport.make(node)
+        r.registerTransport("gateway") { node, context in
+            try GatewayTransport.make(node, logger: context.logger)
         }
-        r.registerTransport("recorder") { node, _ in
+        r.registerTransport("recorder") { node, context in
             guard let path = try node.path("path") else { throw node.error("path", "required: the directory the log's segments go to") }
             var options = RecorderOptions()
             options.includeFrames = try node.bool("frames") ?? true
@@ -63,7 +64,7 @@ public final class HeraldRegistry: Sendable {
             if let s = try node.int("segmentSeconds", in: 1...(30 * 86_400)) { options.maxSegmentAge = .seconds(s) }
             if let level = try node.int("level", in: 1...9) { options.level = Int32(level) }
             do {
-                return try RecorderTransport(directory: path, options: options)
+                return try RecorderTransport(directory: path, options: options, logger: context.logger)
             } catch {
                 throw node.error("path", "\(error)")
             }
@@ -101,5 +102,10 @@ public final class HeraldRegistry: Sendable {
 public struct TransportContext: Sendable {
     /// The payload limit in force.
     public var payloadLimit: Int
-    public init(payloadLimit: Int) { self.payloadLimit = payloadLimit }
+    /// Where the transport logs.
+    public var logger: Logger
+    public init(payloadLimit: Int, logger: Logger = Logger(label: "herald")) {
+        self.payloadLimit = payloadLimit
+        self.logger = logger
+    }
 }

@@ -2,6 +2,7 @@ import CHeraldOpenSSL
 import COpenSSL
 import HeraldCore
 import Synchronization
+import Logging
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -23,17 +24,18 @@ public final class TLSContext: @unchecked Sendable {
     /// The subject of our certificate, if we have one (for logs).
     public let identitySubject: String?
 
-    public init(_ configuration: TLSConfiguration) throws(TLSError) {
+    /// `logger` gets the context's warnings (verification turned off).
+    public init(_ configuration: TLSConfiguration, logger: Logger = Logger(label: "herald.tls")) throws(TLSError) {
         // Everything that can fail happens before `self` owns the context, so
         // the context is freed exactly once: by `makeContext` on failure, by `deinit` after.
-        let (ctx, subject) = try Self.makeContext(configuration)
+        let (ctx, subject) = try Self.makeContext(configuration, logger: logger)
         self.configuration = configuration
         self.ctx = ctx
         self.identitySubject = subject
     }
 
     /// A configured `SSL_CTX` and the subject of our certificate; frees the context itself if anything fails.
-    static func makeContext(_ configuration: TLSConfiguration) throws(TLSError) -> (OpaquePointer, String?) {
+    static func makeContext(_ configuration: TLSConfiguration, logger: Logger) throws(TLSError) -> (OpaquePointer, String?) {
         OpenSSLErrors.clear()
         guard let ctx = SSL_CTX_new(TLS_method()) else {
             throw TLSError(.configuration, "OpenSSL could not create a TLS context", detail: OpenSSLErrors.text(OpenSSLErrors.drain()))
@@ -54,7 +56,7 @@ public final class TLSContext: @unchecked Sendable {
                 throw TLSError(.configuration, "a TLS server needs a certificate and key")
             }
             try loadTrust(configuration, into: ctx)
-            configureRole(configuration, ctx)
+            configureRole(configuration, ctx, logger: logger)
             try configureApplicationProtocols(configuration, ctx)
             return (ctx, subject)
         } catch {
@@ -63,7 +65,7 @@ public final class TLSContext: @unchecked Sendable {
         }
     }
 
-    static func configureRole(_ configuration: TLSConfiguration, _ ctx: OpaquePointer) {
+    static func configureRole(_ configuration: TLSConfiguration, _ ctx: OpaquePointer, logger: Logger) {
         switch configuration.role {
         case .client:
             if configuration.sessionResumption { _ = cherald_ctx_enable_client_resumption(ctx) }
@@ -71,9 +73,8 @@ public final class TLSContext: @unchecked Sendable {
                 SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
             } else {
                 SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
-                TLSLog.warning(
-                    "TLS VERIFICATION IS OFF (verify: false): the server's certificate and host name are NOT checked; "
-                        + "anyone on the path can pose as the gateway. Use this only against a test server you control.")
+                logger.warning(
+                    "TLS VERIFICATION IS OFF (verify: false): the server's certificate and host name are NOT checked; anyone on the path can pose as the gateway. Use this only against a test server you control.")
             }
         case .server:
             if configuration.requireClientCertificate {
@@ -331,14 +332,3 @@ public final class TLSContext: @unchecked Sendable {
         }
     }
 }
-
-/// Where HeraldOpenSSL writes its warnings (standard error by default).
-public enum TLSLog {
-    static let handler = Mutex<@Sendable (String) -> Void>({ message in
-        writeToStandardError("herald: WARNING: \(message)\n")
-    })
-    /// Replaces where warnings go (tests collect them).
-    public static func setHandler(_ h: @escaping @Sendable (String) -> Void) { handler.withLock { $0 = h } }
-    static func warning(_ message: String) { handler.withLock { $0 }(message) }
-}
-

@@ -1,6 +1,7 @@
 import HeraldCore
 import HeraldJSON
 import Synchronization
+import Logging
 
 /// A transport that sends nothing: it records every notification it is given
 /// in a segmented, gzip-compressed JSON Lines log (``SegmentedLogWriter``), an
@@ -20,10 +21,10 @@ public final class RecorderTransport: Transport {
     public let directory: String
     let includeFrames: Bool
 
-    public init(directory: String, options: RecorderOptions = RecorderOptions()) throws(RecorderError) {
+    public init(directory: String, options: RecorderOptions = RecorderOptions(), logger: Logger = Logger(label: "herald.recorder")) throws(RecorderError) {
         self.directory = directory
         includeFrames = options.includeFrames
-        writer = Mutex((try SegmentedLogWriter(directory: directory, options: options), false))
+        writer = Mutex((try SegmentedLogWriter(directory: directory, options: options, logger: logger), false))
     }
 
     /// Bytes recorded (uncompressed JSON Lines, and as written), and the segments made.

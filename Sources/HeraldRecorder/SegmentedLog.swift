@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 import HeraldJSON
+import Logging
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -31,6 +32,7 @@ public struct RecorderOptions: Sendable, Hashable {
 ///
 /// Not synchronized: ``RecorderTransport`` holds it under a lock.
 public final class SegmentedLogWriter {
+    let logger: Logger
     public let directory: String
     public let options: RecorderOptions
     let compressor: GzipMemberCompressor
@@ -44,7 +46,9 @@ public final class SegmentedLogWriter {
     var indexFailureReported = false
 
     /// Creates the directory if needed (owner only: the log holds device tokens).
-    public init(directory: String, options: RecorderOptions = RecorderOptions()) throws(RecorderError) {
+    /// `logger` gets the writer's warnings (an index it could not append to).
+    public init(directory: String, options: RecorderOptions = RecorderOptions(), logger: Logger = Logger(label: "herald.recorder")) throws(RecorderError) {
+        self.logger = logger
         self.directory = directory
         self.options = options
         var isDirectory: ObjCBool = false
@@ -98,7 +102,7 @@ public final class SegmentedLogWriter {
             // The records are in the segment; only the shortcut is lost: readers scan instead.
             if !indexFailureReported {
                 indexFailureReported = true
-                writeToStandardError("herald: recorder: cannot append to \(s.path).idx (\(error)); readers will scan that segment\n")
+                logger.warning("cannot append to \(s.path).idx (\(error)); readers will scan that segment")
             }
         }
     }

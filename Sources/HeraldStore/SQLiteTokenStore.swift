@@ -3,6 +3,7 @@ import GRDB
 import GRDBSQLite
 import HeraldCore
 import Synchronization
+import Logging
 
 /// The persistent token store: one SQLite database (WAL mode) with a row per
 /// token and topic, and in front of it a ``SuppressionIndex`` in memory, so
@@ -33,6 +34,7 @@ public final class SQLiteTokenStore: TokenStore {
     static let applicationID: Int32 = 0x4852_4C44
 
     public let path: String
+    let logger: Logger
     /// One connection: look-ups never touch it (they are answered from the index), so nothing waits on another reader.
     let pool: DatabaseQueue
     let index: Mutex<SuppressionIndex>
@@ -48,9 +50,11 @@ public final class SQLiteTokenStore: TokenStore {
         public var indexBytes: Int
     }
 
-    /// Opens (or creates) the store at `path`.
-    public init(path: String, busyTimeout: Duration = .seconds(5)) throws(TokenStoreError) {
+    /// Opens (or creates) the store at `path`; `logger` gets the first write
+    /// failure (the store then keeps changes in memory for the run).
+    public init(path: String, busyTimeout: Duration = .seconds(5), logger: Logger = Logger(label: "herald.tokens")) throws(TokenStoreError) {
         self.path = path
+        self.logger = logger
         let started = ContinuousClock.now
         try Self.checkHeader(path)
         var readOnly = Configuration()
@@ -152,7 +156,7 @@ public final class SQLiteTokenStore: TokenStore {
                     defer { f = f ?? e }
                     return f == nil
                 }
-                if first { writeToStandardError("herald: \(e); changes are kept in memory for this run only\n") }
+                if first { logger.error("\(e); changes are kept in memory for this run only") }
                 // In memory, as given: this run still suppresses what it learned.
                 index.withLock { idx in
                     for e in events {

@@ -131,6 +131,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Configuration file (JSON): the transport to replay through.") var config: String?
     @Option(help: "Where to write outcomes (JSON Lines); - for standard output.") var outcomes: String?
     @OptionGroup var time: TimeBounds
+    @OptionGroup(title: "Logs") var logging: LogOptions
 
     func run() async throws {
         var configuration = try loadConfiguration(config)
@@ -138,7 +139,7 @@ struct ReplayCommand: AsyncParsableCommand {
         for log in logs where !FileManager.default.fileExists(atPath: log) { throw SetupError("\(log): no such file or directory") }
         let problems = ProblemLog()
         let source = RecordingSource(paths: logs, timeRange: try time.range, onProblem: problems.report)
-        try await Send.deliver(source, named: logs.joined(separator: " "), configuration: configuration)
+        try await Send.deliver(source, named: logs.joined(separator: " "), configuration: configuration, logger: logging.logger())
         if problems.count.withLock({ $0 }) > 0 { throw ExitCode(1) }
     }
 }

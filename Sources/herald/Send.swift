@@ -3,6 +3,7 @@ import ArgumentParser
 import HeraldBinary
 import HeraldCore
 import HeraldKit
+import Logging
 import Synchronization
 import HeraldJSON
 #if canImport(Glibc)
@@ -40,6 +41,9 @@ struct Send: AsyncParsableCommand {
     @OptionGroup(title: "Localization")
     var localization: LocalizationOptions
 
+    @OptionGroup(title: "Logs")
+    var logs: LogOptions
+
     @Flag(help: "No progress lines on standard error.")
     var quiet = false
 
@@ -52,14 +56,14 @@ struct Send: AsyncParsableCommand {
         localization.apply(to: &configuration)
         let progress = InputProgress()
         try await Self.deliver(
-            JSONLinesSource(path: input, progress: progress), named: input, configuration: configuration,
+            JSONLinesSource(path: input, progress: progress), named: input, configuration: configuration, logger: logs.logger(),
             progress: quiet ? nil : progress, progressEvery: .milliseconds(Int64(max(0.05, progressEvery) * 1000)))
     }
 
     /// Runs `source` through the configured pipeline and transport: outcomes
     /// written, the summary printed, the exit status set (shared with `herald replay`).
     static func deliver(
-        _ source: some NotificationSource, named input: String, configuration: HeraldConfiguration, progress: InputProgress? = nil,
+        _ source: some NotificationSource, named input: String, configuration: HeraldConfiguration, logger: Logger, progress: InputProgress? = nil,
         progressEvery: Duration = .seconds(10)
     ) async throws {
 
@@ -79,7 +83,7 @@ struct Send: AsyncParsableCommand {
         let transport: any Transport
         let assembly: HeraldAssembly
         do {
-            assembly = try HeraldAssembly.configured(configuration)
+            assembly = try HeraldAssembly.configured(configuration, logger: logger)
             transport = try assembly.transport()
             pipeline = try assembly.makePipeline(source: source, ledger: ledger, transport: transport)
         } catch {

@@ -32,29 +32,20 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Port (overrides serve.port; 0 picks a free one).")
     var port: Int?
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: Logger.Level = .info
-
-    @Option(help: "Log format: text or json.")
-    var logFormat: LogFormat = .text
-
-    enum LogFormat: String, ExpressibleByArgument { case text, json }
+    @OptionGroup(title: "Logs")
+    var logs: LogOptions
 
     func run() async throws {
         let configuration = try loadConfiguration(config)
         var serve: ServiceConfiguration
         let service: HeraldService
         let writer: OutcomeWriter?
-        let format = logFormat, level = logLevel
-        var logger = Logger(label: "herald") { label in
-            format == .json ? JSONLogHandler(label: label) as any LogHandler : StreamLogHandler.standardError(label: label)
-        }
-        logger.logLevel = level
+        let logger = logs.logger()
         do {
             serve = try ServiceConfiguration.load(try configuration.root.child("serve"))
             if let port { serve.port = port }
             if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
-            let assembly = try HeraldAssembly.configured(configuration)
+            let assembly = try HeraldAssembly.configured(configuration, logger: logger)
             writer = configuration.outcomesFile != nil
                 ? try OutcomeWriter(path: configuration.outcomes) { error in
                     writeToStandardError("herald: cannot write outcomes: \(error)\n")
@@ -94,45 +85,5 @@ struct ServeCommand: AsyncParsableCommand {
         line.print()
         fflush(nil)
         if !snapshot.isBalanced { throw ExitCode(1) }
-    }
-}
-
-extension Logger.Level: @retroactive ExpressibleByArgument {}
-
-/// One JSON object per log line on standard error: time, level, label, message, metadata.
-struct JSONLogHandler: LogHandler {
-    let label: String
-    var logLevel: Logger.Level = .info
-    var metadata: Logger.Metadata = [:]
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var w = JSONWriter(capacity: 160)
-        w.raw("{\"time\":")
-        w.string(ISO8601DateFormatter().string(from: Date()))
-        w.raw(",\"level\":")
-        w.string(event.level.rawValue)
-        w.raw(",\"label\":")
-        w.string(label)
-        w.raw(",\"message\":")
-        w.string(event.message.description)
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        if !all.isEmpty {
-            w.raw(",\"metadata\":{")
-            var first = true
-            for (k, v) in all.sorted(by: { $0.key < $1.key }) {
-                w.separator(&first)
-                w.string(k)
-                w.raw(":")
-                w.string(v.description)
-            }
-            w.raw("}")
-        }
-        w.raw("}\n")
-        writeToStandardError(String(decoding: w.bytes, as: UTF8.self))
     }
 }

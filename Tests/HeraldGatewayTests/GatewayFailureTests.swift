@@ -461,9 +461,7 @@ struct OutageOverTLSTests {
 struct ExitStatusTests {
     @Test("every notification failed (an unreachable gateway): exit 3, not 0")
     func allFailed() async throws {
-        let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-        let port = probe.localAddress!.port!
-        try await probe.close()
+        let port = try await closedPort()
         let certs = sharedCertificates
         let dir = temporaryDirectory()
         let config = """
@@ -478,4 +476,36 @@ struct ExitStatusTests {
         #expect(status == 3, "\(stderr)")
         #expect(stdout.split(separator: "\n").count == 5 && stdout.contains("could not be reached"))
     }
+
+    @Test("herald send's --log-level and --log-format reach the TLS layer and the transport: the verification warning and connection traces as JSON lines with metadata, never a token; --log-level error silences them")
+    func logsThroughTheLoggerPassedIn() async throws {
+        let port = try await closedPort()
+        let certs = sharedCertificates
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try """
+            {"transport":{"type":"gateway","host":"127.0.0.1","port":\(port),"verify":false,
+             "certificate":"\(certs.clientCertificate)","key":"\(certs.clientKey)",
+             "maxOutageSeconds":1,"backoffInitialMilliseconds":50,"backoffMaxMilliseconds":200}}
+            """.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        let token = String(repeating: "cd", count: 32)
+        try (0..<3).map { #"{"id":\#($0),"token":"\#(token)","alert":"hi"}"# }.joined(separator: "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
+        let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", "--log-level", "trace", "--log-format", "json", "--quiet", dir + "/in.jsonl"])
+        #expect(status == 3)
+        let logs = stderr.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(logs.contains { $0["level"] as? String == "warning" && ($0["message"] as? String ?? "").contains("VERIFICATION IS OFF") }, "\(stderr.prefix(2000))")
+        let traces = logs.filter { $0["level"] as? String == "trace" }
+        #expect(!traces.isEmpty && traces.allSatisfy { ($0["metadata"] as? [String: Any])?["endpoint"] as? String == "127.0.0.1:\(port)" })
+        #expect(!stderr.contains(token), "no device token in the logs")
+        let quiet = try runHerald(["send", "--config", dir + "/herald.json", "--log-level", "error", "--quiet", dir + "/in.jsonl"])
+        #expect(quiet.status == 3 && !quiet.stderr.contains("VERIFICATION IS OFF") && !quiet.stderr.contains("trace"), "\(quiet.stderr.prefix(1000))")
+    }
+}
+
+/// A loopback port nobody listens on: bound, noted, closed.
+private func closedPort() async throws -> Int {
+    let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+    let port = probe.localAddress!.port!
+    try await probe.close()
+    return port
 }

@@ -3,6 +3,7 @@ import HeraldOpenSSL
 import HeraldTestSupport
 import HeraldTesting
 import Synchronization
+import Logging
 import Testing
 
 @Suite("TLS on OpenSSL: identities, verification, plain-words errors")
@@ -151,9 +152,9 @@ struct TLSHandshakeTests {
         #expect(e.message.contains("gateway.push.apple.com"))
         // With verification off (loudly), the same connection goes through.
         let warnings = WarningCollector()
-        TLSLog.setHandler { warnings.add($0) }
-        let unverified = try TLSContext(TLSConfiguration(
-            role: .client, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), verifyPeer: false))
+        let unverified = try TLSContext(
+            TLSConfiguration(role: .client, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), verifyPeer: false),
+            logger: warnings.logger)
         #expect(warnings.all.contains { $0.contains("VERIFICATION IS OFF") })
         #expect(try await echo([5], port: server.port, context: unverified, serverName: "gateway.push.apple.com") == [5])
     }
@@ -187,10 +188,22 @@ struct TLSHandshakeTests {
     }
 }
 
+/// A swift-log handler that keeps the warnings (and worse) logged through it.
 final class WarningCollector: Sendable {
     let messages = Mutex<[String]>([])
     func add(_ m: String) { messages.withLock { $0.append(m) } }
     var all: [String] { messages.withLock { $0 } }
+
+    var logger: Logger { Logger(label: "test") { _ in Handler(collector: self) } }
+
+    struct Handler: LogHandler {
+        let collector: WarningCollector
+        var logLevel: Logger.Level = .warning
+        // Only messages are kept: metadata is dropped.
+        var metadata: Logger.Metadata { get { [:] } set {} }
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? { get { nil } set {} }
+        func log(event: LogEvent) { collector.add(event.message.description) }
+    }
 }
 
 
