@@ -88,6 +88,32 @@ struct WebhookTests {
         #expect(summary["balanced"] as? Bool == true)
     }
 
+    @Test("over HTTPS (Python ssl): delivered when the receiver's certificate chains to caFile and names the host; without caFile the certificate is refused and nothing is posted")
+    func https() throws {
+        let certs = sharedCertificates
+        let python = try interopPython()
+        let script = repositoryRoot().appendingPathComponent("Tests/Interop/webhook_receiver.py").path
+        for trusted in [true, false] {
+            let dir = temporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let receiver = try ExternalServer(python, [
+                script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
+            ])
+            let url = "https://localhost:\(receiver.ready["port"] as! Int)/hook"
+            let extra = (trusted ? #","caFile":"\#(certs.caCertificate)""# : "") + #","attempts":2,"drainSeconds":3"#
+            let serve = try startServe(in: dir, url: url, invalid: [1, 2], webhook: extra)
+            try post(port: serve.ready["port"] as! Int, dir: dir, count: 10)
+            let webhook = ((serve.stop(interrupt: true)["summary"] as? [String: Any])?["webhook"] as? [String: Any]) ?? [:]
+            receiver.stop(interrupt: true)
+            let received = (try? jsonLines(dir + "/received.jsonl")) ?? []
+            if trusted {
+                #expect(webhook["delivered"] as? Int == 2 && received.count == 1, "\(webhook)")
+            } else {
+                #expect(webhook["delivered"] as? Int == 0 && webhook["undelivered"] as? Int == 2 && received.isEmpty, "\(webhook)")
+            }
+        }
+    }
+
     @Test("a receiver that never answers: the service still drains and exits 0 within its drain time, and counts the outcomes it could not post")
     func receiverDown() throws {
         let dir = temporaryDirectory()

@@ -2,9 +2,10 @@
 """A receiver for `herald serve`'s outcome webhook, written with the standard
 library's `http.server` only; it shares no code with Herald.
 
-    webhook_receiver.py --token T --out FILE [--plan 503,drop,500]
+    webhook_receiver.py --token T --out FILE [--plan 503,drop,500] [--tls-cert C --tls-key K]
 
-Listens on 127.0.0.1 (a free port) and prints {"port": P} once listening.
+Listens on 127.0.0.1 (a free port), over TLS with Python's `ssl` when given a
+certificate, and prints {"port": P} once listening.
 Every POST must carry `Authorization: Bearer T` (else 401) and a JSON body
 {"batch": id, "outcomes": [...]}. The first requests follow --plan, one
 entry each: a status number is answered with that status (and
@@ -31,6 +32,8 @@ def main():
     p.add_argument("--token", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--plan", default="")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
     args = p.parse_args()
     plan = [x for x in args.plan.split(",") if x]
     lock = threading.Lock()
@@ -81,6 +84,11 @@ def main():
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(json.dumps({"port": server.server_address[1]}), flush=True)
 
