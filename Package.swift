@@ -71,10 +71,16 @@ let package = Package(
         // Durable state: the token store on SQLite (GRDB.swift, Debian's libsqlite3), issue 14.
         .target(
             name: "HeraldStore",
-            dependencies: [.product(name: "Logging", package: "swift-log"), "HeraldJSON", "HeraldCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+            dependencies: [
+                "HeraldJSON", "HeraldCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // The file recorder transport: gzip-compressed JSON Lines logs of what would be sent.
-        .target(name: "HeraldRecorder", dependencies: [.product(name: "Logging", package: "swift-log"), "HeraldJSON", "HeraldCore", "CZlib", "CHeraldZlib"]),
+        .target(
+            name: "HeraldRecorder",
+            dependencies: ["HeraldJSON", "HeraldCore", "CZlib", "CHeraldZlib", .product(name: "Logging", package: "swift-log")]
+        ),
         // The system OpenSSL (libssl-dev), used by HeraldOpenSSL (and HeraldTesting's certificate maker).
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",

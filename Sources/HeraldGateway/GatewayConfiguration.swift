@@ -1,8 +1,8 @@
 import HeraldBinary
 import HeraldCore
 import HeraldOpenSSL
-import NIOCore
 import Logging
+import NIOCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

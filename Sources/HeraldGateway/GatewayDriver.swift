@@ -1,10 +1,10 @@
 import HeraldBinary
 import HeraldCore
 import HeraldOpenSSL
+import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
-import Logging
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,11 +1,11 @@
 import HeraldCore
 import HeraldHTTP2
 import HeraldOpenSSL
+import Logging
 import NIOCore
 import NIOHTTP2
 import NIOPosix
 import Synchronization
-import Logging
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,11 +1,11 @@
 import HeraldCore
-import HeraldRecorder
-import HeraldSimulator
 import HeraldGateway
 import HeraldHTTP2Transport
 import HeraldOpenSSL
-import Synchronization
+import HeraldRecorder
+import HeraldSimulator
 import Logging
+import Synchronization
 
 /// Where a custom stage goes: after one of the built-in stages.
 public struct StagePosition: Sendable, Hashable, CustomStringConvertible {

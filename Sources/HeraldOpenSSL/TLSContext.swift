@@ -1,8 +1,8 @@
 import CHeraldOpenSSL
 import COpenSSL
 import HeraldCore
-import Synchronization
 import Logging
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

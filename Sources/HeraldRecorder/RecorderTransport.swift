@@ -1,7 +1,7 @@
 import HeraldCore
 import HeraldJSON
-import Synchronization
 import Logging
+import Synchronization
 
 /// A transport that sends nothing: it records every notification it is given
 /// in a segmented, gzip-compressed JSON Lines log (``SegmentedLogWriter``), an

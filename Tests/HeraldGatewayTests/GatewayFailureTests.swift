@@ -1,11 +1,11 @@
 import Foundation
 import HeraldBinary
 import HeraldCore
-import HeraldKit
-import HeraldSimulator
 import HeraldGateway
-import HeraldTestSupport
+import HeraldKit
 import HeraldOpenSSL
+import HeraldSimulator
+import HeraldTestSupport
 import HeraldTesting
 import NIOCore
 import NIOPosix

@@ -2,8 +2,8 @@ import Foundation
 import HeraldOpenSSL
 import HeraldTestSupport
 import HeraldTesting
-import Synchronization
 import Logging
+import Synchronization
 import Testing
 
 @Suite("TLS on OpenSSL: identities, verification, plain-words errors")
