@@ -176,6 +176,8 @@ final class GatewayDriver: @unchecked Sendable {
         if delta < 0 { gate.remove(-delta) } else if delta > 0 { gate.add(delta) }
         var s = tlsStatistics
         s.delivery = machine.statistics
+        s.outageSince = machine.outageSince
+        s.lastError = machine.lastError
         published.withLock { $0 = s }
     }
 

@@ -102,6 +102,9 @@ public final class GatewayTransport: Transport {
 @dynamicMemberLookup
 public struct GatewayStatistics: Sendable, Hashable {
     public var delivery = DeliveryStatistics()
+    /// This connection slot's outage: since when its connection attempts have failed in a row (machine time), and the last error.
+    public var outageSince: Duration?
+    public var lastError: String?
     /// The TLS version of the latest handshake (e.g. "TLSv1.3").
     public var protocolVersion: String?
     /// Handshakes that resumed an earlier TLS session.
@@ -120,4 +123,17 @@ public struct GatewayStatistics: Sendable, Hashable {
 
 extension GatewayTransport: DeliveryReporting {
     public var deliveryStatistics: DeliveryStatistics { statistics.delivery }
+}
+
+extension GatewayTransport: TransportHealthReporting {
+    /// Unavailable once every connection slot has failed to connect, in a row, for at least a second.
+    public var health: TransportHealth {
+        var reason: String?
+        for d in drivers {
+            let s = d.published.withLock { $0 }
+            guard let since = s.outageSince, d.now - since >= .seconds(1) else { return .ready }
+            reason = s.lastError
+        }
+        return drivers.isEmpty ? .ready : .unavailable(reason ?? "the gateway \(configuration.host):\(configuration.port) cannot be reached")
+    }
 }

@@ -133,6 +133,8 @@ final class HTTP2Driver: @unchecked Sendable {
         var s = tlsStatistics
         s.delivery = machine.statistics
         s.tokensSigned = machine.tokens?.signed ?? 0
+        s.failure = machine.failure?.message
+        s.outageSince = machine.outageSince
         published.withLock { $0 = s }
         scheduleTimer()
         if machine.isSettled, let promise = drainPromise {
@@ -345,6 +347,10 @@ final class HTTP2Driver: @unchecked Sendable {
 @dynamicMemberLookup
 public struct HTTP2TransportStatistics: Sendable, Hashable {
     public var delivery = HTTP2Statistics()
+    /// Why deliveries cannot go on (a refused credential), if so.
+    public var failure: String?
+    /// Since when no connection has been ready (the driver's clock), if so.
+    public var outageSince: Duration?
     /// Provider tokens signed (one for a run shorter than the refresh interval).
     public var tokensSigned = 0
     /// TLS handshakes completed, and how many resumed an earlier session.

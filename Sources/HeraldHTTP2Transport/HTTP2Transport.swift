@@ -24,7 +24,7 @@ import NIOPosix
 ///
 /// No thread of Swift's cooperative pool blocks: the connections live on one
 /// SwiftNIO event loop and OpenSSL works on memory buffers.
-public final class HTTP2Transport: Transport {
+public final class HTTP2Transport: Transport, TransportHealthReporting {
     public let configuration: HTTP2TransportConfiguration
     let builder: APNsRequestBuilder
     let driver: HTTP2Driver
@@ -47,6 +47,16 @@ public final class HTTP2Transport: Transport {
 
     /// What the connections did.
     public var statistics: HTTP2TransportStatistics { driver.published.withLock { $0 } }
+
+    /// Unavailable after a refused credential, or once no connection has been ready for a second.
+    public var health: TransportHealth {
+        let s = statistics
+        if let failure = s.failure { return .unavailable(failure) }
+        if let since = s.outageSince, driver.now - since >= .seconds(1) {
+            return .unavailable("no connection to \(driver.configuration.endpoint) has been ready for \(Int((driver.now - since).inSeconds)) s")
+        }
+        return .ready
+    }
 
     /// Times from opening a stream to its answer: (p50, p90, p99, max) in milliseconds.
     public func latencyPercentiles() async -> (p50: Double, p90: Double, p99: Double, max: Double) {

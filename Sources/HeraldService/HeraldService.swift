@@ -200,8 +200,17 @@ public final class HeraldService: Sendable {
             return Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
         }
         router.get("/readyz") { _, _ in
-            self.running.load(ordering: .relaxed) && !self.intake.isClosed
-                ? Self.json(.ok, #"{"status":"ready"}"#) : Self.json(.serviceUnavailable, #"{"status":"not ready"}"#)
+            guard self.running.load(ordering: .relaxed) && !self.intake.isClosed else {
+                return Self.json(.serviceUnavailable, #"{"status":"not ready","reason":"the pipeline is not running (starting or shutting down)"}"#)
+            }
+            if let reporting = self.pipeline.transport as? any TransportHealthReporting, case .unavailable(let why) = reporting.health {
+                var w = JSONWriter(capacity: 96 + why.utf8.count)
+                w.raw(#"{"status":"not ready","reason":"#)
+                w.string("the transport cannot deliver: \(why)")
+                w.raw("}")
+                return Self.json(.serviceUnavailable, w.bytes)
+            }
+            return Self.json(.ok, #"{"status":"ready"}"#)
         }
         router.get("/metrics") { request, _ in
             if let denied = self.authenticate(request) { return denied }

@@ -461,7 +461,7 @@ struct OutageOverTLSTests {
 struct ExitStatusTests {
     @Test("every notification failed (an unreachable gateway): exit 3, not 0")
     func allFailed() async throws {
-        let port = try await closedPort()
+        let port = try freeLoopbackPort()
         let certs = sharedCertificates
         let dir = temporaryDirectory()
         let config = """
@@ -479,7 +479,7 @@ struct ExitStatusTests {
 
     @Test("herald send's --log-level and --log-format reach the TLS layer and the transport: the verification warning and connection traces as JSON lines with metadata, never a token; --log-level error silences them")
     func logsThroughTheLoggerPassedIn() async throws {
-        let port = try await closedPort()
+        let port = try freeLoopbackPort()
         let certs = sharedCertificates
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -500,12 +500,4 @@ struct ExitStatusTests {
         let quiet = try runHerald(["send", "--config", dir + "/herald.json", "--log-level", "error", "--quiet", dir + "/in.jsonl"])
         #expect(quiet.status == 3 && !quiet.stderr.contains("VERIFICATION IS OFF") && !quiet.stderr.contains("trace"), "\(quiet.stderr.prefix(1000))")
     }
-}
-
-/// A loopback port nobody listens on: bound, noted, closed.
-private func closedPort() async throws -> Int {
-    let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-    let port = probe.localAddress!.port!
-    try await probe.close()
-    return port
 }

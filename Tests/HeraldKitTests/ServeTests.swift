@@ -114,4 +114,43 @@ struct ServeTests {
         #expect(out.contains("No issues found"), "\(out.suffix(2000))")
         #expect(try get("/healthz").contains("ok"))
     }
+
+    @Test("/readyz follows the transport: 200 while the gateway has not failed, 503 naming the endpoint once every connection attempt fails, and the request still ends with one outcome")
+    func readinessFollowsTheTransport() throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = try freeLoopbackPort()
+        let certs = sharedCertificates
+        try "a-test-token-0123456789abcdef\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
+        try """
+        {"serve":{"apiTokensFile":"api-tokens"},"outcomes":"outcomes.jsonl",
+         "transport":{"type":"gateway","host":"127.0.0.1","port":\(port),"serverName":"localhost","certificate":"\(certs.clientCertificate)",
+                      "key":"\(certs.clientKey)","caFile":"\(certs.caCertificate)","maxOutageSeconds":4,"backoffInitialMilliseconds":50,"backoffMaxMilliseconds":200}}
+        """.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
+        let server = try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"])
+        let script = """
+            import json, sys, time, urllib.request, urllib.error
+            base = "http://127.0.0.1:%s" % sys.argv[1]
+            def get(path):
+                try:
+                    with urllib.request.urlopen(base + path) as r: return r.status, json.loads(r.read())
+                except urllib.error.HTTPError as e: return e.code, json.loads(e.read())
+            first = get("/readyz")
+            body = json.dumps({"id": 1, "token": "ab" * 32, "alert": "hi"}).encode()
+            req = urllib.request.Request(base + "/v1/notifications", data=body, headers={"Authorization": "Bearer a-test-token-0123456789abcdef"})
+            posted = urllib.request.urlopen(req).status
+            later = get("/readyz")
+            deadline = time.time() + 15
+            while later[0] == 200 and time.time() < deadline:
+                time.sleep(0.1)
+                later = get("/readyz")
+            print(json.dumps({"first": first[0], "posted": posted, "later": later[0], "reason": later[1].get("reason", "")}))
+            """
+        let out = try runCommand(try interopPython(), ["-c", script, String(server.ready["port"] as! Int)])
+        let r = try #require(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last ?? "").utf8)) as? [String: Any])
+        let summary = (server.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
+        #expect(r["first"] as? Int == 200 && r["posted"] as? Int == 202, "\(r)")
+        #expect(r["later"] as? Int == 503 && (r["reason"] as? String ?? "").contains("127.0.0.1:\(port)"), "\(r)")
+        #expect(summary["entered"] as? Int == 1 && summary["failed"] as? Int == 1 && summary["balanced"] as? Bool == true, "\(summary)")
+    }
 }

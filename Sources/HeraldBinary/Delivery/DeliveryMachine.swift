@@ -96,10 +96,11 @@ public struct DeliveryMachine: Sendable {
     var healthCheck = false
     var healthCheckInFlight = false
     /// When the current outage began: the first of the connection attempts failing in a row.
-    var outageSince: Duration?
+    public internal(set) var outageSince: Duration?
     /// When the current run of silent closes that narrow nothing down began.
     var stuckSince: Duration?
-    var lastError: String?
+    /// The latest connection failure or close with no answer, for errors and probes.
+    public internal(set) var lastError: String?
     var drainDeadline: Duration?
     /// Set once draining has finished: nothing queued, nothing in flight.
     public internal(set) var isDrained = false

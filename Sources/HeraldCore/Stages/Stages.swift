@@ -81,6 +81,19 @@ public protocol Transport: Sendable {
     func abandon(_ reason: String)
 }
 
+/// Whether a transport can deliver now, for readiness probes (`herald serve`'s `/readyz`).
+public enum TransportHealth: Sendable, Hashable {
+    case ready
+    /// It cannot deliver now, and why (naming the endpoint; never a secret).
+    case unavailable(String)
+}
+
+/// A transport that knows whether it can deliver (its connections, its
+/// credentials). Transports that do not conform are taken as always ready.
+public protocol TransportHealthReporting: Sendable {
+    var health: TransportHealth { get }
+}
+
 extension Transport {
     /// Transports that never wait for long need do nothing.
     public func shutdownRequested() {}

@@ -89,7 +89,8 @@ public struct HTTP2DeliveryMachine: Sendable {
     var random: SeededGenerator
     /// Set when deliveries cannot go on (a refused credential, a permanent TLS failure): everything ends with it.
     public internal(set) var failure: OutcomeReason?
-    var outageSince: Duration?
+    /// Since when no connection has been ready (machine time).
+    public internal(set) var outageSince: Duration?
     var drainDeadline: Duration?
     public internal(set) var statistics = HTTP2Statistics()
 
