@@ -9,21 +9,6 @@ struct ProxySetupError: Error, CustomStringConvertible {
     let description: String
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw ProxySetupError(description: "no free port: \(String(cString: strerror(errno)))") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
 /// Waits until something accepts connections on 127.0.0.1:`port`.
 func waitForListener(_ port: Int, seconds: Double = 20) throws {
     let deadline = Date().addingTimeInterval(seconds)
@@ -48,7 +33,7 @@ struct HTTP2ProxyTests {
     @Test("CONNECT through proxy.py, TLS and HTTP/2 inside the tunnel: every request answered once; a proxy that is not there fails with its address")
     func throughProxy() async throws {
         let python = try interopPython()
-        let port = try freeLoopbackPort()
+        let port = try freePort()
         // proxy.py runs its acceptor and workers as child processes: stopping it means killing them too.
         let proxy = Process()
         proxy.executableURL = URL(fileURLWithPath: python)
