@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "HeraldTesting", targets: ["HeraldTesting"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         .library(name: "HeraldService", targets: ["HeraldService"]),
+        .library(name: "HeraldPostgres", targets: ["HeraldPostgres"]),
         .executable(name: "herald", targets: ["herald"]),
         .plugin(name: "HeraldStringsPlugin", targets: ["HeraldStringsPlugin"]),
         .plugin(name: "HeraldCheckPlugin", targets: ["HeraldCheckPlugin"]),
@@ -39,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
@@ -168,6 +170,15 @@ let package = Package(
             ],
             resources: [.copy("openapi.yaml")]
         ),
+        // The PostgreSQL queue (issue 16): the notifications table, its migrations, the queue source and the outcome writer.
+        .target(
+            name: "HeraldPostgres",
+            dependencies: [
+                "HeraldJSON", "HeraldCore", "HeraldKit",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // `herald bench …`: the benchmarks, apart from the executable and the products.
         .target(
             name: "HeraldBenchmarks",
@@ -185,7 +196,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
-                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService",
+                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService", "HeraldPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -248,6 +259,13 @@ let package = Package(
             name: "HeraldGatewayTests",
             dependencies: [
                 "HeraldTestSupport", "HeraldCore", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting", "HeraldKit",
+            ]
+        ),
+        .testTarget(
+            name: "HeraldPostgresTests",
+            dependencies: [
+                "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         // herald-strings on its own, and the sample package in examples/PluginSample built once broken and once fixed.

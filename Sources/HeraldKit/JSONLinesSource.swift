@@ -61,18 +61,40 @@ public struct JSONLinesSource: NotificationSource {
         case .notReady: return nil
         case .tooLong(let n):
             return .invalid(line: n, reason: "line longer than \(maximumLineLength) bytes", id: nil, token: nil)
-        case .line(let n, var bytes):
-            // A UTF-8 byte-order mark at the start of the input (some editors write one) is not part of line 1.
-            if n == 1, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
-                bytes = UnsafeRawBufferPointer(rebasing: bytes[3...])
+        case .line(let n, let bytes):
+            guard let bytes = content(line: n, bytes) else { return nil }
+            switch decode(bytes, decoder: decoder) {
+            case .request(let request): return .request(request, line: n)
+            case .invalid(let reason, let id, let token): return .invalid(line: n, reason: reason, id: id, token: token)
             }
-            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return nil }
-            do {
-                return .request(try decoder.decode(line: bytes), line: n)
-            } catch {
-                let hint = salvage(bytes)
-                return .invalid(line: n, reason: error.message, id: hint.id, token: hint.token)
-            }
+        }
+    }
+
+    /// The request text of line `n`: without the UTF-8 byte-order mark some
+    /// editors put at the start of line 1; nil for a blank line.
+    package static func content(line n: Int, _ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        var bytes = bytes
+        if n == 1, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF {
+            bytes = UnsafeRawBufferPointer(rebasing: bytes[3...])
+        }
+        return bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) ? nil : bytes
+    }
+
+    /// One request's JSON text, decoded: the request, or what is wrong with it
+    /// and its id and token when they can be read (shared with sources that
+    /// hold request lines elsewhere, such as a database table).
+    package enum Decoded {
+        case request(NotificationRequest)
+        case invalid(reason: String, id: UInt32?, token: DeviceToken?)
+    }
+
+    /// Decodes one request's JSON text (a JSON Lines line without its newline).
+    package static func decode(_ bytes: UnsafeRawBufferPointer, decoder: RequestDecoder) -> Decoded {
+        do {
+            return .request(try decoder.decode(line: bytes))
+        } catch {
+            let hint = salvage(bytes)
+            return .invalid(reason: error.message, id: hint.id, token: hint.token)
         }
     }
 

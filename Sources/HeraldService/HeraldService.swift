@@ -39,24 +39,18 @@ public struct ServiceConfiguration: Sendable {
         if let mib = try node.int("maxBodyMiB", in: 1...1024) { c.maxBodyBytes = mib << 20 }
         c.queueCapacity = try node.int("queue", in: 1...100_000_000) ?? c.queueCapacity
         c.keepOutcomes = try node.int("keepOutcomes", in: 1...100_000_000) ?? c.keepOutcomes
-        let file = try node.path("apiTokensFile"), env = try node.string("apiTokensEnv")
-        if file != nil && env != nil { throw node.error("apiTokensFile", "give apiTokensFile or apiTokensEnv, not both") }
-        if let file {
-            let bytes: [UInt8]
-            do { bytes = try readSmallFile(file, limit: 1 << 20) } catch { throw node.error("apiTokensFile", "\(error)") }
-            c.apiTokens = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-        } else if let env {
-            guard let value = ProcessInfo.processInfo.environment[env] else {
-                throw node.error("apiTokensEnv", "the environment variable \(env) is not set")
-            }
-            c.apiTokens = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let secret = try node.secret(fileKey: "apiTokensFile", environmentKey: "apiTokensEnv")
+        switch secret?.source {
+        case .file?: c.apiTokens = secret!.text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+        case .environment?: c.apiTokens = secret!.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        case nil: break
         }
         c.apiTokens.removeAll { $0.isEmpty }
         if c.apiTokens.isEmpty {
             throw node.error("apiTokensFile", "required: the API's bearer tokens, from a file (apiTokensFile) or the environment (apiTokensEnv)")
         }
         if let short = c.apiTokens.first(where: { $0.utf8.count < 16 }) {
-            throw node.error(file != nil ? "apiTokensFile" : "apiTokensEnv", "a bearer token of \(short.utf8.count) characters: use at least 16")
+            throw node.error(secret?.source == .file ? "apiTokensFile" : "apiTokensEnv", "a bearer token of \(short.utf8.count) characters: use at least 16")
         }
         return c
     }

@@ -61,10 +61,15 @@ struct Send: AsyncParsableCommand {
     }
 
     /// Runs `source` through the configured pipeline and transport: outcomes
-    /// written, the summary printed, the exit status set (shared with `herald replay`).
+    /// written, the summary printed, the exit status set (shared with `herald
+    /// replay` and `herald work`). `observers` see every outcome too; `settle`
+    /// runs after the pipeline, before the summary: its fields join the
+    /// summary, and outcomes it reports lost set the exit status as the
+    /// outcome writer's would.
     static func deliver(
         _ source: some NotificationSource, named input: String, configuration: HeraldConfiguration, logger: Logger, progress: InputProgress? = nil,
-        progressEvery: Duration = .seconds(10)
+        progressEvery: Duration = .seconds(10), observers: [any OutcomeObserver] = [],
+        settle: (() async -> (fields: JSONLine, lost: Int))? = nil
     ) async throws {
 
         // The pipeline exists only once the writer does: the writer's failure reaches it through this box.
@@ -78,7 +83,7 @@ struct Send: AsyncParsableCommand {
         } catch {
             throw SetupError("cannot write outcomes: \(error)")
         }
-        let ledger = OutcomeLedger(observers: [writer])
+        let ledger = OutcomeLedger(observers: [writer] + observers)
         let pipeline: Pipeline
         let transport: any Transport
         let assembly: HeraldAssembly
@@ -107,18 +112,19 @@ struct Send: AsyncParsableCommand {
         reporter?.cancel()
         await reporter?.value
         writer.flush()
+        let settled = await settle?()
         let elapsed = clock.now - start
         let snapshot = ledger.snapshot
         let delivery = await (transport as? any DeliveryReporting)?.deliveryStatistics
         let (written, lost) = writer.counts
-        printSummary(snapshot, elapsed: elapsed, delivery: delivery, outcomesWritten: written, outcomesLost: lost)
+        printSummary(snapshot, elapsed: elapsed, delivery: delivery, outcomesWritten: written, outcomesLost: lost, extra: settled?.fields)
         if let failure {
             if case PipelineError.sourceFailed(let e, _) = failure, snapshot.entered == 0 {
                 throw SetupError("cannot read \(input): \(e)")
             }
             throw SetupError("\(failure)")
         }
-        if writer.failure != nil { throw ExitCode(Self.outcomesNotWritten) }
+        if writer.failure != nil || (settled?.lost ?? 0) > 0 { throw ExitCode(Self.outcomesNotWritten) }
         // Every outcome is written, but what the token store learned is not kept: say so in the status.
         if assembly.tokenStore.failure != nil { throw ExitCode(Self.tokenStoreNotWritten) }
         if snapshot.failed > 0 { throw ExitCode(Self.someFailed) }
@@ -136,7 +142,9 @@ struct Send: AsyncParsableCommand {
     /// its connections did, including `possible_duplicates`: notifications
     /// written again after a connection closed with no answer, the only ones a
     /// device may have received twice.
-    static func printSummary(_ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?, outcomesWritten: Int, outcomesLost: Int) {
+    static func printSummary(
+        _ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?, outcomesWritten: Int, outcomesLost: Int, extra: JSONLine? = nil
+    ) {
         let seconds = elapsed.inSeconds
         var fields = JSONLine()
         fields.add("entered", s.entered)
@@ -154,6 +162,7 @@ struct Send: AsyncParsableCommand {
             fields.add("resent", d.resent)
             fields.add("possible_duplicates", d.resentAfterSilentClose)
         }
+        if let extra { fields.add("queue", extra) }
         var line = JSONLine()
         line.add("summary", fields)
         writeToStandardError(line.line)

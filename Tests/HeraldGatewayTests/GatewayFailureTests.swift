@@ -461,7 +461,7 @@ struct OutageOverTLSTests {
 struct ExitStatusTests {
     @Test("every notification failed (an unreachable gateway): exit 3, not 0")
     func allFailed() async throws {
-        let port = try freeLoopbackPort()
+        let port = try freePort()
         let certs = sharedCertificates
         let dir = temporaryDirectory()
         let config = """
@@ -479,7 +479,7 @@ struct ExitStatusTests {
 
     @Test("herald send's --log-level and --log-format reach the TLS layer and the transport: the verification warning and connection traces as JSON lines with metadata, never a token; --log-level error silences them")
     func logsThroughTheLoggerPassedIn() async throws {
-        let port = try freeLoopbackPort()
+        let port = try freePort()
         let certs = sharedCertificates
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

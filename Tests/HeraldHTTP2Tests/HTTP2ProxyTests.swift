@@ -33,7 +33,7 @@ struct HTTP2ProxyTests {
     @Test("CONNECT through proxy.py, TLS and HTTP/2 inside the tunnel: every request answered once; a proxy that is not there fails with its address")
     func throughProxy() async throws {
         let python = try interopPython()
-        let port = try freeLoopbackPort()
+        let port = try freePort()
         // proxy.py runs its acceptor and workers as child processes: stopping it means killing them too.
         let proxy = Process()
         proxy.executableURL = URL(fileURLWithPath: python)

@@ -119,7 +119,7 @@ struct ServeTests {
     func readinessFollowsTheTransport() throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let port = try freeLoopbackPort()
+        let port = try freePort()
         let certs = sharedCertificates
         try "a-test-token-0123456789abcdef\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
         try """

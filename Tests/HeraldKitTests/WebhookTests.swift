@@ -118,7 +118,7 @@ struct WebhookTests {
     func receiverDown() throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let port = try freeLoopbackPort()
+        let port = try freePort()
         #expect(port > 0)
 
         let invalid = [3, 11, 19]

@@ -189,6 +189,26 @@ public final class ConfigNode: Sendable {
         return out
     }
 
+    /// Where a secret came from (see ``secret(fileKey:environmentKey:)``).
+    package enum SecretSource: Sendable { case file, environment }
+
+    /// A secret (a password, API tokens) given by a file (`fileKey`: its path,
+    /// read whole) or by the name of an environment variable that holds it
+    /// (`environmentKey`), never inline; nil when neither key is given. Errors
+    /// name the key, the file or the variable, never the secret.
+    package func secret(fileKey: String, environmentKey: String) throws(ConfigError) -> (text: String, source: SecretSource)? {
+        let file = try path(fileKey), variable = try string(environmentKey)
+        if file != nil && variable != nil { throw error(fileKey, "give \(fileKey) or \(environmentKey), not both") }
+        if let file {
+            let bytes: [UInt8]
+            do { bytes = try readSmallFile(file, limit: 1 << 20) } catch { throw self.error(fileKey, "\(error)") }
+            return (String(decoding: bytes, as: UTF8.self), .file)
+        }
+        guard let variable else { return nil }
+        guard let raw = getenv(variable) else { throw error(environmentKey, "the environment variable \(variable) is not set") }
+        return (String(cString: raw), .environment)
+    }
+
     /// Fails on the first key, here or in any child read, that nothing read.
     public func finish() throws(ConfigError) {
         let (read, children) = state.withLock { ($0.read, $0.children) }

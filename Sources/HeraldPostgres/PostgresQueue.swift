@@ -1,0 +1,214 @@
+import HeraldCore
+import Logging
+import PostgresNIO
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One worker's handle on the queue: a connection pool (postgres-nio's
+/// `PostgresClient`, which reconnects), the worker's name (its `lease_owner`)
+/// and the protocol's statements. Each statement is one round trip and checks
+/// what it changed.
+///
+/// The protocol (`docs/scale-out.md`): a worker **claims** the oldest
+/// queued rows, and rows whose lease expired under another worker, with
+/// `FOR UPDATE SKIP LOCKED` (so workers never wait for each other nor claim
+/// the same row), leasing them to itself until `now() + lease` and counting an
+/// attempt; it **renews** its leases while they are in flight; it **finishes**
+/// a batch of rows in one `UPDATE`, writing each outcome and releasing the row
+/// only where it still holds the lease, so a worker whose lease was taken over
+/// never overwrites the new holder's outcome.
+public final class PostgresQueue: Sendable {
+    public let configuration: PostgresQueueConfiguration
+    /// This worker's `lease_owner`: host, process and a random part, unique per process.
+    public let owner: String
+    let client: PostgresClient
+    let runner: Task<Void, Never>
+    let logger: Logger
+    /// Bumped by every `NOTIFY` on ``QueueSchema/channel``.
+    let notifications = Atomic<Int>(0)
+    let listener = Mutex<Task<Void, Never>?>(nil)
+
+    /// Starts the pool (connections are made on first use).
+    public init(configuration: PostgresQueueConfiguration, owner: String? = nil, logger: Logger? = nil) {
+        self.configuration = configuration
+        self.owner = owner ?? Self.defaultOwner()
+        self.logger = logger ?? Logger(label: "herald.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        let client = PostgresClient(configuration: configuration.client, backgroundLogger: self.logger)
+        self.client = client
+        runner = Task { await client.run() }
+    }
+
+    /// Stops listening and closes the pool's connections.
+    public func close() async {
+        listener.withLock { $0 }?.cancel()
+        await listener.withLock { $0 }?.value
+        runner.cancel()
+        await runner.value
+    }
+
+    static func defaultOwner() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count) == 0
+            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
+        return "\(host):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    /// Runs `body`, turning a failure into a ``QueueError`` naming the database and `what`.
+    func named<T>(_ what: String, _ body: () async throws -> T) async throws(QueueError) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw QueueError("PostgreSQL \(configuration): \(what): \(QueueError.explain(error))")
+        }
+    }
+
+    /// Brings the schema to the newest version (see ``QueueSchema``).
+    @discardableResult
+    public func migrate() async throws(QueueError) -> QueueSchema.Result {
+        let place = "PostgreSQL \(configuration)"
+        do {
+            // On a connection of its own rather than the pool's: a server that cannot be reached fails
+            // here after connectTimeout, where the pool would keep trying for a minute.
+            let connection = try await PostgresConnection.connect(configuration: configuration.connection, id: 0, logger: logger)
+            do {
+                let result = try await QueueSchema.migrate(connection, where: place, logger: logger)
+                try? await connection.close()
+                return result
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+        } catch let e as QueueError {
+            throw e
+        } catch {
+            throw QueueError("\(place): migrating the queue's schema: \(QueueError.explain(error))")
+        }
+    }
+
+    /// Inserts request lines as queued rows, in one statement; returns how many were inserted.
+    public func enqueue(_ bodies: [String]) async throws(QueueError) -> Int {
+        let inserted = try await named("enqueueing \(bodies.count) rows") {
+            try await count(
+                "WITH i AS (INSERT INTO notifications (body) SELECT unnest(\(bodies)::text[]) RETURNING 1) SELECT count(*) FROM i")
+        }
+        guard inserted == bodies.count else {
+            throw QueueError("PostgreSQL \(configuration): enqueueing: \(inserted) of \(bodies.count) rows were inserted")
+        }
+        return inserted
+    }
+
+    /// A claimed row: its id, its request line and how many times it was claimed (more than once: another worker had it).
+    public struct Claimed: Sendable, Hashable {
+        public var id: Int64
+        public var body: String
+        public var attempts: Int
+    }
+
+    /// Claims up to `limit` rows, oldest first: queued ones, and leased ones
+    /// whose lease expired under another worker.
+    public func claim(limit: Int) async throws(QueueError) -> [Claimed] {
+        let lease = configuration.lease.inSeconds
+        return try await named("claiming rows") {
+            var rows: [Claimed] = []
+            rows.reserveCapacity(limit)
+            let result = try await client.query(
+                """
+                WITH expired AS (
+                    SELECT id FROM notifications
+                    WHERE state = 'leased' AND lease_expires < now() AND lease_owner IS DISTINCT FROM \(owner)
+                    ORDER BY lease_expires LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                ), queued AS (
+                    SELECT id FROM notifications WHERE state = 'queued' ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                ), picked AS (
+                    SELECT id FROM expired UNION ALL SELECT id FROM queued ORDER BY id LIMIT \(limit)
+                )
+                UPDATE notifications n
+                SET state = 'leased', lease_owner = \(owner), lease_expires = now() + make_interval(secs => \(lease)),
+                    attempts = n.attempts + 1
+                FROM picked WHERE n.id = picked.id
+                RETURNING n.id, n.body, n.attempts
+                """, logger: logger)
+            for try await (id, body, attempts) in result.decode((Int64, String, Int).self) {
+                rows.append(Claimed(id: id, body: body, attempts: attempts))
+            }
+            rows.sort { $0.id < $1.id }
+            return rows
+        }
+    }
+
+    /// Extends the lease of every row this worker holds; returns how many it holds.
+    @discardableResult
+    public func renewLeases() async throws(QueueError) -> Int {
+        let lease = configuration.lease.inSeconds
+        return try await named("renewing leases") {
+            try await count(
+                """
+                WITH r AS (
+                    UPDATE notifications SET lease_expires = now() + make_interval(secs => \(lease))
+                    WHERE state = 'leased' AND lease_owner = \(owner) RETURNING 1
+                ) SELECT count(*) FROM r
+                """)
+        }
+    }
+
+    /// Whether anything is left for this worker to wait for: queued rows, or rows leased by others
+    /// (they end, or their lease expires and they become this worker's to claim).
+    public func hasWorkLeft() async throws(QueueError) -> Bool {
+        try await named("looking for work left") {
+            try await count(
+                """
+                SELECT (EXISTS (SELECT 1 FROM notifications WHERE state = 'queued')
+                     OR EXISTS (SELECT 1 FROM notifications WHERE state = 'leased' AND lease_owner IS DISTINCT FROM \(owner)))::int
+                """) > 0
+        }
+    }
+
+    /// Runs a statement whose one row's first column is a count.
+    func count(_ query: PostgresQuery) async throws -> Int {
+        var n = 0
+        for try await v in try await client.query(query, logger: logger).decode(Int.self) { n = v }
+        return n
+    }
+
+    /// The number of `NOTIFY`s seen so far, plus one each time listening (re)starts (starts listening on first use).
+    package var notificationCount: Int {
+        startListening()
+        return notifications.load(ordering: .acquiring)
+    }
+
+    /// Listens on ``QueueSchema/channel`` on a connection of its own, again after any failure.
+    package func startListening() {
+        listener.withLock { task in
+            guard task == nil else { return }
+            // Holds the queue until close() cancels it.
+            task = Task { [client, logger] in
+                while !Task.isCancelled {
+                    do {
+                        try await client.withConnection { connection in
+                            try await connection.listen(on: QueueSchema.channel) { events in
+                                // A wake-up once listening, in case rows came while no one listened.
+                                self.notifications.add(1, ordering: .releasing)
+                                for try await _ in events { self.notifications.add(1, ordering: .releasing) }
+                            }
+                        }
+                    } catch {
+                        logger.debug("LISTEN failed: \(QueueError.explain(error))")
+                    }
+                    try? await Task.sleep(for: .milliseconds(500))
+                }
+            }
+        }
+    }
+
+    /// Waits until a `NOTIFY` arrives, `timeout` passes or `stop()` is true, checking every few milliseconds.
+    func waitForNotification(timeout: Duration, stop: () -> Bool) async {
+        let seen = notificationCount
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while clock.now < deadline && !stop() && notifications.load(ordering: .acquiring) == seen {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}

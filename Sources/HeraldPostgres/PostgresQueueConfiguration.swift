@@ -1,0 +1,81 @@
+import HeraldCore
+import PostgresNIO
+
+/// Where the queue is and how a worker uses it: the configuration's `queue`
+/// section.
+///
+/// ```json
+/// { "queue": { "type": "postgres", "host": "127.0.0.1", "port": 5432, "user": "herald",
+///              "database": "herald", "passwordEnv": "HERALD_PG_PASSWORD", "lease": 30, "batch": 1000 } }
+/// ```
+///
+/// The password comes from a file (`passwordFile`) or an environment variable
+/// (`passwordEnv`), never inline, and is never printed: ``description`` leaves it out.
+public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
+    public var host = "127.0.0.1"
+    public var port = 5432
+    public var user = "herald"
+    public var database = "herald"
+    public var password: String?
+    /// How long a claimed row stays leased without renewal; workers renew every third of it.
+    public var lease: Duration = .seconds(30)
+    /// Rows claimed at a time.
+    public var batch = 1000
+    /// How long an idle worker waits for a `NOTIFY` before it looks at the table anyway.
+    public var poll: Duration = .seconds(1)
+    /// Outcomes written back per statement, at most.
+    public var writeBatch = 5000
+    /// How long a connection attempt may take; a server unreachable for about this long fails what waits for it.
+    public var connectTimeout: Duration = .seconds(10)
+
+    public init() {}
+
+    /// Reads the `queue` node: `type` (`"postgres"`, required), `host`, `port`, `user`,
+    /// `database`, `passwordFile` or `passwordEnv`, `lease`, `poll` and `connectTimeout` (seconds), `batch`, `writeBatch`.
+    public static func load(_ node: ConfigNode) throws(ConfigError) -> PostgresQueueConfiguration {
+        guard try node.string("type", oneOf: ["postgres"]) != nil else {
+            throw node.error("type", "required: \"postgres\" (the queue is a PostgreSQL table)")
+        }
+        var c = PostgresQueueConfiguration()
+        c.host = try node.string("host") ?? c.host
+        c.port = try node.int("port", in: 1...65535) ?? c.port
+        c.user = try node.string("user") ?? c.user
+        c.database = try node.string("database") ?? c.database
+        if let secret = try node.secret(fileKey: "passwordFile", environmentKey: "passwordEnv") {
+            // A file's last newline is not part of the password.
+            var text = secret.text
+            while text.last == "\n" || text.last == "\r" { text.removeLast() }
+            c.password = text
+        }
+        c.lease = try seconds(node, "lease", in: 1...86_400) ?? c.lease
+        c.poll = try seconds(node, "poll", in: 0.01...3_600) ?? c.poll
+        c.connectTimeout = try seconds(node, "connectTimeout", in: 0.1...600) ?? c.connectTimeout
+        c.batch = try node.int("batch", in: 1...65_536) ?? c.batch
+        c.writeBatch = try node.int("writeBatch", in: 1...65_536) ?? c.writeBatch
+        return c
+    }
+
+    static func seconds(_ node: ConfigNode, _ key: String, in range: ClosedRange<Double>) throws(ConfigError) -> Duration? {
+        guard let s = try node.double(key) else { return nil }
+        guard range.contains(s) else { throw node.error(key, "must be from \(range.lowerBound) to \(range.upperBound) seconds, got \(s)") }
+        return .milliseconds(Int64((s * 1000).rounded()))
+    }
+
+    /// `postgres://user@host:port/database` (no password).
+    public var description: String { "postgres://\(user)@\(host):\(port)/\(database)" }
+
+    /// The client's configuration: plain TCP (TLS is for a later step; use loopback or a private network).
+    var client: PostgresClient.Configuration {
+        var c = PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        c.options.maximumConnections = 4
+        c.options.connectTimeout = connectTimeout
+        return c
+    }
+
+    /// One connection's configuration (for migrations: they fail at once when the server cannot be reached).
+    var connection: PostgresConnection.Configuration {
+        var c = PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        c.options.connectTimeout = .nanoseconds(connectTimeout.components.seconds * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000)
+        return c
+    }
+}

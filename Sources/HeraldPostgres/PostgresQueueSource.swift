@@ -1,0 +1,74 @@
+import HeraldCore
+import HeraldKit
+
+/// Requests from the `notifications` table: claims batches of rows (see
+/// ``PostgresQueue/claim(limit:)``), decodes each row's request line as `herald
+/// send` decodes a JSON Lines line, and emits it, noting in the ``LeaseBook``
+/// which row each sequence number is, so ``QueueOutcomeWriter`` can write its
+/// outcome back. A row that is not a valid request ends `dropped` with the
+/// reason (and the row id); the rows behind it carry on.
+///
+/// Idle, it waits for a `NOTIFY` on ``QueueSchema/channel`` (or `poll`,
+/// whichever comes first). With `drain` it returns once nothing is queued and
+/// no other worker holds a row (what others hold ends, or comes back to the
+/// queue when their lease expires, so it waits for those); otherwise it runs
+/// until the pipeline is shut down. A database that goes away is retried with
+/// back-off, reported through `onProblem`.
+public struct PostgresQueueSource: NotificationSource {
+    public let queue: PostgresQueue
+    public let book: LeaseBook
+    public let drain: Bool
+    public let decoder: RequestDecoder
+    let onProblem: @Sendable (String) -> Void
+
+    public init(
+        queue: PostgresQueue, book: LeaseBook, drain: Bool, decoder: RequestDecoder = RequestDecoder(),
+        onProblem: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        self.queue = queue
+        self.book = book
+        self.drain = drain
+        self.decoder = decoder
+        self.onProblem = onProblem
+    }
+
+    public func produce(into sink: SourceSink) async throws {
+        var delay = Duration.milliseconds(50)
+        while !sink.isStopping {
+            let rows: [PostgresQueue.Claimed]
+            do {
+                rows = try await queue.claim(limit: queue.configuration.batch)
+                if rows.isEmpty, drain, !(try await queue.hasWorkLeft()) { return }
+                delay = .milliseconds(50)
+            } catch {
+                onProblem("\(error); retrying in \(delay)")
+                await queue.waitForNotification(timeout: delay) { sink.isStopping }
+                delay = min(delay * 2, .seconds(5))
+                continue
+            }
+            if rows.isEmpty {
+                await queue.waitForNotification(timeout: queue.configuration.poll) { sink.isStopping }
+                continue
+            }
+            for row in rows {
+                book.hold(sink.emitted, row: row.id)
+                var body = row.body
+                switch body.withUTF8({ JSONLinesSource.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
+                case .request(let request): await sink.emit(request)
+                case .invalid(let reason, let id, let token): await sink.emitInvalid(line: nil, reason: "row \(row.id): \(reason)", id: id, token: token)
+                }
+            }
+            // Hand the last partial batch on now: nothing may wait behind an idle source.
+            await sink.flush()
+        }
+    }
+}
+
+extension PostgresQueue {
+    /// A worker on this queue: the source to run a pipeline from and the
+    /// observer to add to its ledger, sharing one ``LeaseBook``.
+    public func worker(drain: Bool, onProblem: @escaping @Sendable (String) -> Void = { _ in }) -> (source: PostgresQueueSource, writer: QueueOutcomeWriter) {
+        let book = LeaseBook()
+        return (PostgresQueueSource(queue: self, book: book, drain: drain, onProblem: onProblem), QueueOutcomeWriter(queue: self, book: book, onProblem: onProblem))
+    }
+}

@@ -1,0 +1,207 @@
+import HeraldCore
+import PostgresNIO
+import Synchronization
+
+/// Which row each of a run's sequence numbers came from: filled by
+/// ``PostgresQueueSource`` as it emits, emptied by ``QueueOutcomeWriter`` as
+/// outcomes arrive. Its size is the number of rows in the pipeline.
+public final class LeaseBook: Sendable {
+    let rows = Mutex<[UInt64: Int64]>([:])
+    public init() {}
+    func hold(_ sequence: UInt64, row: Int64) { rows.withLock { $0[sequence] = row } }
+    func take(_ sequence: UInt64) -> Int64? { rows.withLock { $0.removeValue(forKey: sequence) } }
+    /// Rows emitted whose outcome has not been decided yet.
+    public var count: Int { rows.withLock { $0.count } }
+}
+
+/// Writes each outcome back to its row, in batches of one `UPDATE` each, and
+/// keeps this worker's leases alive while rows are in flight.
+///
+/// ``observe(_:)`` only queues the records; a task of the writer's own writes
+/// them (``PostgresQueue/finish(_:)``), retrying while the database is away.
+/// A batch that still cannot be written after a lease's length is given up
+/// (counted in ``Report/notWritten``): by then its rows are someone else's
+/// to claim. Call ``start()`` before the run and ``finish()`` after it.
+public final class QueueOutcomeWriter: OutcomeObserver {
+    let queue: PostgresQueue
+    let book: LeaseBook
+    let onProblem: @Sendable (String) -> Void
+    let state = Mutex(State())
+    let wakeups: AsyncStream<Void>
+    let wake: AsyncStream<Void>.Continuation
+    let tasks = Mutex<[Task<Void, Never>]>([])
+
+    struct State {
+        var pending: [PostgresQueue.Finished] = []
+        var report = Report()
+    }
+
+    /// What the writer did.
+    public struct Report: Sendable, Hashable {
+        /// Rows finished with their outcome.
+        public var written = 0
+        /// Of those, rows claimed more than once (another worker's lease had expired): they may have reached a device twice.
+        public var possibleDuplicates = 0
+        /// Outcomes not written because another worker had taken the row over (this worker's lease had expired).
+        public var leaseLost = 0
+        /// Outcomes given up after the database stayed away for a lease's length.
+        public var notWritten = 0
+        /// Outcomes for sequence numbers no row was emitted for (a bug if ever non-zero).
+        public var unmapped = 0
+    }
+
+    public init(queue: PostgresQueue, book: LeaseBook, onProblem: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.queue = queue
+        self.book = book
+        self.onProblem = onProblem
+        (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    public func observe(_ records: [OutcomeRecord]) {
+        state.withLock { s in
+            for r in records {
+                guard let id = book.take(r.sequence) else {
+                    s.report.unmapped += 1
+                    continue
+                }
+                s.pending.append(PostgresQueue.Finished(id: id, record: r))
+            }
+        }
+        wake.yield()
+    }
+
+    /// What was written so far.
+    public var report: Report { state.withLock { $0.report } }
+
+    /// Starts the writing task and the lease renewal.
+    public func start() {
+        let writing = Task { await self.writeUntilFinished() }
+        let renewing = Task { await self.renewWhileRunning() }
+        tasks.withLock { $0 = [writing, renewing] }
+    }
+
+    /// Writes what is still queued, stops renewing, and reports.
+    public func finish() async -> Report {
+        wake.finish()
+        let running = tasks.withLock { $0 }
+        if let writing = running.first { await writing.value }
+        for t in running.dropFirst() {
+            t.cancel()
+            await t.value
+        }
+        return report
+    }
+
+    func nextBatch() -> [PostgresQueue.Finished]? {
+        state.withLock { s in
+            guard !s.pending.isEmpty else { return nil }
+            let n = min(s.pending.count, queue.configuration.writeBatch)
+            let batch = Array(s.pending.prefix(n))
+            s.pending.removeFirst(n)
+            return batch
+        }
+    }
+
+    func writeUntilFinished() async {
+        for await _ in wakeups {
+            while let batch = nextBatch() { await write(batch) }
+        }
+        while let batch = nextBatch() { await write(batch) }
+    }
+
+    /// Writes one batch, retrying with back-off for up to a lease's length.
+    func write(_ batch: [PostgresQueue.Finished]) async {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var delay = Duration.milliseconds(50)
+        while true {
+            do {
+                let result = try await queue.finish(batch)
+                state.withLock { s in
+                    s.report.written += result.written
+                    s.report.possibleDuplicates += result.possibleDuplicates
+                    s.report.leaseLost += batch.count - result.written
+                }
+                return
+            } catch {
+                if clock.now - start >= queue.configuration.lease {
+                    onProblem("\(error); giving up on \(batch.count) outcomes (their rows will be claimed again once their lease expires)")
+                    state.withLock { $0.report.notWritten += batch.count }
+                    return
+                }
+                onProblem("\(error); retrying in \(delay)")
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+            }
+        }
+    }
+
+    func renewWhileRunning() async {
+        let period = queue.configuration.lease / 3
+        while (try? await Task.sleep(for: period)) != nil {
+            do {
+                try await queue.renewLeases()
+            } catch {
+                onProblem("\(error)")
+            }
+        }
+    }
+}
+
+extension PostgresQueue {
+    /// A row's outcome, to be written back.
+    public struct Finished: Sendable {
+        public var id: Int64
+        public var record: OutcomeRecord
+        public init(id: Int64, record: OutcomeRecord) {
+            self.id = id
+            self.record = record
+        }
+    }
+
+    /// Writes outcomes and releases their rows (`state = 'done'`) in one
+    /// statement, only where this worker still holds the lease. Rows claimed
+    /// more than once are marked `possible_duplicate`.
+    public func finish(_ rows: [Finished]) async throws(QueueError) -> (written: Int, possibleDuplicates: Int) {
+        var ids: [Int64] = [], outcomes: [String] = [], statuses: [Int32] = [], codes: [String] = [], reasons: [String] = [], apnsIDs: [String] = []
+        for f in rows {
+            let r = f.record
+            ids.append(f.id)
+            outcomes.append(r.outcome.kind.rawValue)
+            apnsIDs.append(r.apnsID ?? "")
+            switch r.outcome {
+            case .rejected(let status):
+                statuses.append(Int32(clamping: status.rawValue))
+                codes.append("")
+                reasons.append(status.description)
+            case .dropped(let why), .failed(let why):
+                statuses.append(-1)
+                codes.append(why.code.name)
+                reasons.append(why.message)
+            case .accepted, .suppressed:
+                statuses.append(-1)
+                codes.append("")
+                reasons.append("")
+            }
+        }
+        return try await named("writing \(rows.count) outcomes") {
+            var result = (written: 0, possibleDuplicates: 0)
+            let query: PostgresQuery = """
+                WITH w AS (
+                    UPDATE notifications n
+                    SET state = 'done', outcome = u.outcome, status = NULLIF(u.status, -1), reason_code = NULLIF(u.code, ''),
+                        reason = NULLIF(u.reason, ''), apns_id = NULLIF(u.apns_id, ''), possible_duplicate = n.attempts > 1,
+                        finished_at = now(), lease_expires = NULL
+                    FROM unnest(\(ids)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[], \(reasons)::text[], \(apnsIDs)::text[])
+                        AS u(id, outcome, status, code, reason, apns_id)
+                    WHERE n.id = u.id AND n.state = 'leased' AND n.lease_owner = \(owner)
+                    RETURNING n.possible_duplicate
+                ) SELECT count(*), count(*) FILTER (WHERE possible_duplicate) FROM w
+                """
+            for try await (written, duplicates) in try await client.query(query, logger: logger).decode((Int, Int).self) {
+                result = (written, duplicates)
+            }
+            return result
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import HeraldTestSupport
+import Testing
+
+/// A configuration file for the test server's `database`, in a new temporary directory.
+private func configurationFile(_ cluster: PostgresCluster, _ database: String) throws -> String {
+    let path = temporaryDirectory() + "/herald.json"
+    try #"""
+    {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(database)","lease":30,"batch":1000,"poll":0.1},
+     "transport":{"type":"simulator"}}
+    """#.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+/// The one JSON object on the last line of `text`.
+private func lastObject(_ text: String) throws -> [String: Any] {
+    let line = text.split(separator: "\n").last.map(String.init) ?? ""
+    return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not a JSON line: \(text.suffix(500))")
+}
+
+@Suite("herald enqueue and herald work on a real PostgreSQL", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
+struct QueueCLITests {
+    @Test("20,000 lines (blank and malformed ones among them) enqueued, then herald work --drain: every row done with exactly one outcome, malformed ones dropped with their reason")
+    func enqueueThenDrain() throws {
+        let (cluster, db) = try freshDatabase()
+        let config = try configurationFile(cluster, db)
+        let (lines, malformed) = requestLines(20_000, malformedEvery: 100)
+        // A byte-order mark on line 1 and blank lines are not requests (as with herald send).
+        let file = try temporaryFile("\u{FEFF}" + lines.prefix(10_000).joined(separator: "\n") + "\n\n  \n" + lines.dropFirst(10_000).joined(separator: "\n") + "\n")
+
+        let enqueue = try runHerald(["enqueue", "--config", config, file])
+        #expect(enqueue.status == 0, "\(enqueue.stderr)")
+        let enqueued = try lastObject(enqueue.stdout)
+        #expect(enqueued["enqueued"] as? Int == 20_000 && enqueued["not_enqueued"] as? Int == 0, "\(enqueued)")
+        // Each row holds its line exactly.
+        #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 2") == lines[1])
+        #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 1") == lines[0])
+
+        let work = try runHerald(["work", "--config", config, "--drain"])
+        #expect(work.status == 0, "\(work.stderr)")
+        let summary = try lastObject(work.stderr)["summary"] as? [String: Any] ?? [:]
+        let queue = summary["queue"] as? [String: Any] ?? [:]
+        #expect(summary["entered"] as? Int == 20_000 && summary["balanced"] as? Bool == true, "\(summary)")
+        #expect(summary["dropped"] as? Int == malformed && summary["accepted"] as? Int == 20_000 - malformed, "\(summary)")
+        #expect(queue["rows_written"] as? Int == 20_000 && queue["lease_lost"] as? Int == 0 && queue["not_written"] as? Int == 0, "\(queue)")
+        #expect(work.stdout.isEmpty, "outcomes go to the table unless --outcomes is given")
+
+        #expect(try tally(cluster, db) == ["done|accepted": 20_000 - malformed, "done|dropped": malformed])
+        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate OR finished_at IS NULL") == "0")
+        // The three kinds of malformed line, each with its own reason.
+        let reasons = try cluster.psql(db, "SELECT DISTINCT split_part(regexp_replace(reason, '^row [0-9]+: ', ''), ' at line', 1) FROM notifications WHERE outcome = 'dropped' ORDER BY 1")
+        #expect(reasons.split(separator: "\n").count == 3, "\(reasons)")
+        #expect(reasons.contains("unknown key \"colour\""), "\(reasons)")
+
+        // Nothing left: a second drain ends at once, with nothing entered.
+        let again = try runHerald(["work", "--config", config, "--drain"])
+        let againSummary = try lastObject(again.stderr)["summary"] as? [String: Any]
+        #expect(again.status == 0 && againSummary?["entered"] as? Int == 0, "\(again.stderr)")
+    }
+
+    @Test("a line PostgreSQL's text cannot hold is not enqueued: counted, named by line, exit 3; the others are")
+    func unstorableLine() throws {
+        let (cluster, db) = try freshDatabase()
+        let config = try configurationFile(cluster, db)
+        let lines = requestLines(3).lines
+        let path = temporaryDirectory() + "/bad.jsonl"
+        var bytes = Array((lines[0] + "\n").utf8)
+        bytes += Array(#"{"id":1,"token":"#.utf8) + [0xFF, 0xFE] + Array("\"}\n".utf8)
+        bytes += Array((lines[2] + "\n").utf8)
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        let r = try runHerald(["enqueue", "--config", config, path])
+        #expect(r.status == 3, "\(r.stderr)")
+        let report = try lastObject(r.stdout)
+        #expect(report["enqueued"] as? Int == 2 && report["not_enqueued"] as? Int == 1, "\(report)")
+        #expect((report["not_enqueued_first"] as? String)?.contains("line 2: not valid UTF-8") == true, "\(report)")
+        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications") == "2")
+    }
+
+    @Test("a configuration without a usable queue section is refused, naming the key")
+    func badConfiguration() throws {
+        let path = try temporaryFile(#"{"queue":{"type":"postgres","port":"five"}}"#, suffix: ".json")
+        let r = try runHerald(["work", "--config", path, "--drain"])
+        #expect(r.status == 1 && r.stderr.contains("queue.port: must be an integer"), "\(r.stderr)")
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import HeraldCore
+import HeraldKit
+import HeraldPostgres
+import HeraldTestSupport
+import Synchronization
+import Testing
+
+/// The test process's throwaway server and a fresh database in it.
+func freshDatabase() throws -> (cluster: PostgresCluster, database: String) {
+    let cluster = try PostgresCluster.shared
+    return (cluster, try cluster.createDatabase())
+}
+
+/// A queue configuration for `database` on the test server.
+func queueConfiguration(_ cluster: PostgresCluster, _ database: String, lease: Duration = .seconds(30), batch: Int = 500) -> PostgresQueueConfiguration {
+    var c = PostgresQueueConfiguration()
+    c.host = cluster.host
+    c.port = cluster.port
+    c.user = cluster.user
+    c.database = database
+    c.lease = lease
+    c.batch = batch
+    c.poll = .milliseconds(100)
+    return c
+}
+
+/// A migrated queue; closed by the caller.
+func openQueue(_ cluster: PostgresCluster, _ database: String, owner: String? = nil, lease: Duration = .seconds(30), batch: Int = 500) async throws
+    -> PostgresQueue
+{
+    let queue = PostgresQueue(configuration: queueConfiguration(cluster, database, lease: lease, batch: batch), owner: owner)
+    try await queue.migrate()
+    return queue
+}
+
+let goodToken = String(repeating: "ab", count: 32)
+
+/// `n` request lines; every `malformedEvery`-th one is malformed, in turn: bad JSON, a bad token, an unknown key.
+func requestLines(_ n: Int, malformedEvery: Int = 0) -> (lines: [String], malformed: Int) {
+    var lines: [String] = []
+    var malformed = 0
+    for i in 0..<n {
+        if malformedEvery > 0 && i % malformedEvery == malformedEvery - 1 {
+            switch malformed % 3 {
+            case 0: lines.append(#"{"id":\#(i),"token":"\#(goodToken)","alert":"#)
+            case 1: lines.append(#"{"id":\#(i),"token":"not-hex","alert":"n\#(i)"}"#)
+            default: lines.append(#"{"id":\#(i),"token":"\#(goodToken)","colour":"red"}"#)
+            }
+            malformed += 1
+        } else {
+            lines.append(#"{"id":\#(i),"token":"\#(goodToken)","alert":"n\#(i)"}"#)
+        }
+    }
+    return (lines, malformed)
+}
+
+/// What one in-process worker run did.
+struct WorkerRun {
+    var snapshot: LedgerSnapshot
+    var report: QueueOutcomeWriter.Report
+}
+
+/// Runs one worker (the default pipeline, the in-memory simulator) on `queue` until it is drained.
+func drainWorker(_ queue: PostgresQueue) async throws -> WorkerRun {
+    let problems = ProblemLog()
+    let (source, writer) = queue.worker(drain: true) { problems.add($0) }
+    let ledger = OutcomeLedger(observers: [writer])
+    let pipeline = try HeraldAssembly.configured(HeraldConfiguration()).makePipeline(source: source, ledger: ledger)
+    writer.start()
+    let snapshot = try await pipeline.run()
+    let report = await writer.finish()
+    #expect(problems.all.isEmpty, "\(problems.all.prefix(3))")
+    return WorkerRun(snapshot: snapshot, report: report)
+}
+
+/// Problems a worker reported.
+final class ProblemLog: Sendable {
+    let lines = Mutex<[String]>([])
+    func add(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+/// Rows by state and outcome: `"done|accepted" → n`.
+func tally(_ cluster: PostgresCluster, _ database: String) throws -> [String: Int] {
+    var out: [String: Int] = [:]
+    for line in try cluster.psql(database, "SELECT state || '|' || coalesce(outcome, '-'), count(*) FROM notifications GROUP BY 1").split(separator: "\n") {
+        let parts = line.split(separator: "|")
+        out[parts[0 ..< parts.count - 1].joined(separator: "|")] = Int(parts.last!)
+    }
+    return out
+}
+
+/// A temporary file holding `text`.
+func temporaryFile(_ text: String, suffix: String = ".jsonl") throws -> String {
+    let path = temporaryDirectory() + "/file" + suffix
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}

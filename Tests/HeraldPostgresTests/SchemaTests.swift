@@ -1,0 +1,107 @@
+import Foundation
+import HeraldCore
+import HeraldJSON
+import HeraldPostgres
+import HeraldTestSupport
+import Testing
+
+@Suite("The queue's schema: versioned migrations on a real PostgreSQL", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
+struct SchemaTests {
+    @Test("from an empty database to the newest version; a second run changes nothing")
+    func fromEmptyThenIdempotent() async throws {
+        let (cluster, db) = try freshDatabase()
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db))
+        let first = try await queue.migrate()
+        let second = try await queue.migrate()
+        await queue.close()
+        #expect(first == QueueSchema.Result(from: 0, to: QueueSchema.latestVersion))
+        #expect(second == QueueSchema.Result(from: QueueSchema.latestVersion, to: QueueSchema.latestVersion))
+        let versions = try cluster.psql(db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM herald_schema")
+        #expect(versions == QueueSchema.migrations.map { "\($0.version)" }.joined(separator: ","))
+        // The table, its indexes and its trigger are there.
+        let indexes = try cluster.psql(db, "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'notifications'")
+        #expect(indexes == "notifications_leased,notifications_pkey,notifications_queued")
+        #expect(try cluster.psql(db, "SELECT count(*) FROM pg_trigger WHERE tgname = 'notifications_enqueued'") == "1")
+    }
+
+    @Test("workers starting together apply each migration once")
+    func concurrentStart() async throws {
+        let (cluster, db) = try freshDatabase()
+        let queues = (0..<4).map { _ in PostgresQueue(configuration: queueConfiguration(cluster, db)) }
+        let results = try await withThrowingTaskGroup(of: QueueSchema.Result.self) { group in
+            for q in queues { group.addTask { try await q.migrate() } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for q in queues { await q.close() }
+        #expect(results.filter { $0.from == 0 }.count == 1, "\(results)")
+        #expect(results.allSatisfy { $0.to == QueueSchema.latestVersion })
+        #expect(try cluster.psql(db, "SELECT count(*) FROM herald_schema") == "\(QueueSchema.migrations.count)")
+    }
+
+    @Test("a database migrated by a newer herald is refused, naming both versions and the database")
+    func newerSchemaRefused() async throws {
+        let (cluster, db) = try freshDatabase()
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db))
+        try await queue.migrate()
+        let newer = QueueSchema.latestVersion + 1
+        try cluster.psql(db, "INSERT INTO herald_schema (version, description) VALUES (\(newer), 'from the future')")
+        await #expect {
+            try await queue.migrate()
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("version \(newer)") && text.contains("newer than this herald knows (\(QueueSchema.latestVersion))")
+                && text.contains("/\(db)")
+        }
+        await queue.close()
+    }
+
+    @Test("an unreachable server is an error naming where, not a hang")
+    func unreachable() async throws {
+        var c = PostgresQueueConfiguration()
+        c.port = try freePort()
+        c.database = "nowhere"
+        c.connectTimeout = .milliseconds(500)
+        let queue = PostgresQueue(configuration: c)
+        await #expect {
+            try await queue.migrate()
+        } throws: { error in
+            "\(error)".contains("postgres://herald@127.0.0.1:\(c.port)/nowhere") && "\(error)".contains("migrating")
+        }
+        await queue.close()
+    }
+}
+
+@Suite("The queue section of the configuration")
+struct QueueConfigurationTests {
+    func load(_ json: String) throws -> PostgresQueueConfiguration {
+        let node = ConfigNode(file: "herald.json", object: try JSONParser.parse(Array(json.utf8)).objectValue!)
+        let c = try PostgresQueueConfiguration.load(try node.child("queue"))
+        try node.finish()
+        return c
+    }
+
+    @Test("every key read; the password from a file, its newline dropped, and never in the description")
+    func keys() throws {
+        let file = try temporaryFile("s3cret-pw\n", suffix: ".txt")
+        let c = try load(
+            #"{"queue":{"type":"postgres","host":"db","port":6543,"user":"u","database":"d","passwordFile":"\#(file)","lease":2.5,"poll":0.2,"batch":64,"writeBatch":128}}"#)
+        #expect(c.host == "db" && c.port == 6543 && c.user == "u" && c.database == "d" && c.password == "s3cret-pw")
+        #expect(c.lease == .milliseconds(2500) && c.poll == .milliseconds(200) && c.batch == 64 && c.writeBatch == 128)
+        #expect(c.description == "postgres://u@db:6543/d" && !"\(c)".contains("s3cret"))
+    }
+
+    @Test(
+        "mistakes name the key",
+        arguments: [
+            (#"{"queue":{"host":"db"}}"#, "queue.type: required"),
+            (#"{"queue":{"type":"redis"}}"#, #"queue.type: must be one of "postgres""#),
+            (#"{"queue":{"type":"postgres","lease":0}}"#, "queue.lease: must be from 1.0 to 86400.0 seconds"),
+            (#"{"queue":{"type":"postgres","passwordEnv":"HERALD_TEST_NO_SUCH_VARIABLE"}}"#, "queue.passwordEnv: the environment variable HERALD_TEST_NO_SUCH_VARIABLE is not set"),
+            (#"{"queue":{"type":"postgres","passwordFile":"/nonexistent/pw","passwordEnv":"X"}}"#, "queue.passwordFile: give passwordFile or passwordEnv, not both"),
+            (#"{"queue":{"type":"postgres","hots":"db"}}"#, "queue.hots: unknown key"),
+        ])
+    func mistakes(json: String, message: String) throws {
+        #expect(throws: ConfigError.self) { try load(json) }
+        do { _ = try load(json) } catch { #expect("\(error)".contains(message), "\(error)") }
+    }
+}
