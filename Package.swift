@@ -170,11 +170,12 @@ let package = Package(
             ],
             resources: [.copy("openapi.yaml")]
         ),
-        // The PostgreSQL queue (issue 16): the notifications table, its migrations, the queue source and the outcome writer.
+        // The PostgreSQL queue (issue 16): the notifications table, its migrations, the queue source and the outcome
+        // writer; the token store shared by every worker.
         .target(
             name: "HeraldPostgres",
             dependencies: [
-                "HeraldJSON", "HeraldCore", "HeraldKit",
+                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]

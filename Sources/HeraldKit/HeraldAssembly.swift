@@ -32,13 +32,21 @@ public struct HeraldAssembly: Sendable {
         self.tokenStore = tokenStore
     }
 
-    /// An assembly whose token store is the one the configuration names
-    /// (`tokens.path`: an SQLite ``SQLiteTokenStore``), or in memory.
+    /// An assembly whose token store is `tokenStore` when given, else the one
+    /// the configuration names (`tokens.path`: an SQLite ``SQLiteTokenStore``),
+    /// or in memory. `tokens.type: postgres` needs the store given (`herald work` opens it on the queue's database).
     public static func configured(
-        _ configuration: HeraldConfiguration, registry: HeraldRegistry = .standard(), logger: Logger = Logger(label: "herald")
+        _ configuration: HeraldConfiguration, registry: HeraldRegistry = .standard(), logger: Logger = Logger(label: "herald"),
+        tokenStore: (any TokenStore)? = nil
     ) throws(ConfigError) -> HeraldAssembly {
         var store: any TokenStore = InMemoryTokenStore()
-        if let path = configuration.tokenStorePath {
+        if let tokenStore {
+            store = tokenStore
+        } else if configuration.tokenStoreType == "postgres" {
+            throw ConfigError(
+                file: configuration.root.file, key: "tokens.type",
+                message: "\"postgres\" is the queue's database: only herald work (with a queue section) opens it")
+        } else if let path = configuration.tokenStorePath {
             do { store = try SQLiteTokenStore(path: path, logger: logger) } catch {
                 throw ConfigError(file: configuration.root.file, key: "tokens.path", message: error.description)
             }

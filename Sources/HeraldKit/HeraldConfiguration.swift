@@ -42,6 +42,9 @@ public struct HeraldConfiguration: Sendable {
     public var outcomeWebhook: ConfigNode?
     /// The token store (`tokens.path`, an SQLite database); `nil` keeps dead tokens in memory for the run only.
     public var tokenStorePath: String?
+    /// `tokens.type`: `memory` (the default without a path), `sqlite` (with `tokens.path`), or
+    /// `postgres` (the queue's database, shared by every worker: `herald work` opens it).
+    public var tokenStoreType = "memory"
     /// The parsed file, kept to report keys nothing read (checked when the pipeline is made).
     public var root: ConfigNode = .empty()
 
@@ -132,7 +135,11 @@ public struct HeraldConfiguration: Sendable {
             c.outcomesFile = try root.path("outcomes")
         }
         c.outcomes = c.outcomesFile ?? c.outcomes
-        c.tokenStorePath = try root.child("tokens").path("path")
+        let tokens = try root.child("tokens")
+        c.tokenStorePath = try tokens.path("path")
+        c.tokenStoreType = try tokens.string("type", oneOf: ["memory", "sqlite", "postgres"]) ?? (c.tokenStorePath == nil ? "memory" : "sqlite")
+        if c.tokenStoreType == "sqlite" && c.tokenStorePath == nil { throw tokens.error("path", "required with type \"sqlite\": the store's file") }
+        if c.tokenStoreType != "sqlite" && c.tokenStorePath != nil { throw tokens.error("path", "only for type \"sqlite\"") }
         return c
     }
 }

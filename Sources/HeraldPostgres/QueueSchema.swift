@@ -65,6 +65,25 @@ public enum QueueSchema {
                 FOR EACH STATEMENT EXECUTE FUNCTION herald_notify_enqueued()
                 """,
             ]),
+        Migration(
+            version: 2, description: "herald_tokens: the token store shared by every worker",
+            statements: [
+                """
+                CREATE TABLE herald_tokens (
+                    token bytea NOT NULL,
+                    topic text NOT NULL,
+                    registered_at bigint,
+                    registered_source text,
+                    unregistered_at bigint,
+                    unregistered_source text,
+                    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+                    PRIMARY KEY (token, topic)
+                )
+                """,
+                // Loading the index reads the tokens with an unregistration; refreshing reads recent changes.
+                "CREATE INDEX herald_tokens_unregistered ON herald_tokens (token) WHERE unregistered_at IS NOT NULL",
+                "CREATE INDEX herald_tokens_updated ON herald_tokens (updated_at)",
+            ]),
     ]
 
     /// The newest version this code knows.

@@ -94,12 +94,24 @@ struct WorkCommand: AsyncParsableCommand {
         // The table holds the outcomes; the JSON Lines stream is only written when asked for.
         if let outcomes { configuration.outcomes = outcomes } else if configuration.outcomesFile == nil { configuration.outcomes = "/dev/null" }
         let queue = try await openQueue(config, configuration: configuration)
+        let logger = logs.logger()
+        // tokens.type "postgres": the token store in the queue's database, shared with every other worker.
+        var tokens: PostgresTokenStore?
+        if configuration.tokenStoreType == "postgres" {
+            do { tokens = try await PostgresTokenStore(queue: queue) } catch {
+                await queue.close()
+                throw SetupError("\(error)")
+            }
+        }
         let (source, writer) = queue.worker(drain: drain) { problem in writeToStandardError("herald: \(problem)\n") }
         writer.start()
         do {
-            try await Send.deliver(source, named: "\(queue.configuration)", configuration: configuration, logger: logs.logger(), observers: [writer]) {
+            try await Send.deliver(
+                source, named: "\(queue.configuration)", configuration: configuration, logger: logger, observers: [writer], tokenStore: tokens
+            ) {
                 let report = await writer.finish()
                 var fields = JSONLine()
+                if let tokens { fields.add("token_changes_not_written", await tokens.close()) }
                 fields.add("owner", queue.owner)
                 fields.add("rows_written", report.written)
                 fields.add("possible_duplicates", report.possibleDuplicates)
@@ -109,6 +121,7 @@ struct WorkCommand: AsyncParsableCommand {
             }
         } catch {
             _ = await writer.finish()
+            if let tokens { await tokens.close() }
             await queue.close()
             throw error
         }

@@ -68,7 +68,7 @@ struct Send: AsyncParsableCommand {
     /// outcome writer's would.
     static func deliver(
         _ source: some NotificationSource, named input: String, configuration: HeraldConfiguration, logger: Logger, progress: InputProgress? = nil,
-        progressEvery: Duration = .seconds(10), observers: [any OutcomeObserver] = [],
+        progressEvery: Duration = .seconds(10), observers: [any OutcomeObserver] = [], tokenStore: (any TokenStore)? = nil,
         settle: (() async -> (fields: JSONLine, lost: Int))? = nil
     ) async throws {
 
@@ -88,7 +88,7 @@ struct Send: AsyncParsableCommand {
         let transport: any Transport
         let assembly: HeraldAssembly
         do {
-            assembly = try HeraldAssembly.configured(configuration, logger: logger)
+            assembly = try HeraldAssembly.configured(configuration, logger: logger, tokenStore: tokenStore)
             transport = try assembly.transport()
             pipeline = try assembly.makePipeline(source: source, ledger: ledger, transport: transport)
         } catch {

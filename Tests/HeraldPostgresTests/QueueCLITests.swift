@@ -82,4 +82,28 @@ struct QueueCLITests {
         let r = try runHerald(["work", "--config", path, "--drain"])
         #expect(r.status == 1 && r.stderr.contains("queue.port: must be an integer"), "\(r.stderr)")
     }
+
+    @Test("tokens.type postgres: the dead tokens one worker process learns are suppressed by the next, through the shared table")
+    func sharedTokenStore() throws {
+        let (cluster, db) = try freshDatabase()
+        let dead = String(repeating: "de", count: 32), alive = String(repeating: "a1", count: 32)
+        let config = temporaryDirectory() + "/herald.json"
+        try #"""
+        {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)","poll":0.1},
+         "tokens":{"type":"postgres"},"transport":{"type":"simulator","invalidTokens":["\#(dead)"]}}
+        """#.write(toFile: config, atomically: true, encoding: .utf8)
+        let lines = (0..<200).map { #"{"id":\#($0),"token":"\#($0 % 10 == 0 ? dead : alive)","alert":"n\#($0)"}"# }
+        let file = try temporaryFile(lines.joined(separator: "\n") + "\n")
+        for round in 0..<2 {
+            #expect(try runHerald(["enqueue", "--config", config, file]).status == 0)
+            let work = try runHerald(["work", "--config", config, "--drain"])
+            #expect(work.status == 0, "\(work.stderr)")
+            let summary = try lastObject(work.stderr)["summary"] as? [String: Any] ?? [:]
+            #expect((summary["queue"] as? [String: Any])?["token_changes_not_written"] as? Int == 0, "\(summary)")
+            // First worker: APNs (the simulator) rejects the dead token; the second suppresses it before sending.
+            #expect(summary[round == 0 ? "rejected" : "suppressed"] as? Int == 20 && summary["accepted"] as? Int == 180, "round \(round): \(summary)")
+        }
+        #expect(try cluster.psql(db, "SELECT encode(token, 'hex') || '|' || unregistered_source FROM herald_tokens") == "\(dead)|status-8")
+        #expect(try tally(cluster, db) == ["done|accepted": 360, "done|rejected": 20, "done|suppressed": 20])
+    }
 }
