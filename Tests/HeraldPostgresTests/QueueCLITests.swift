@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPostgres
 import HeraldTestSupport
 import Testing
 
@@ -105,5 +106,43 @@ struct QueueCLITests {
         }
         #expect(try cluster.psql(db, "SELECT encode(token, 'hex') || '|' || unregistered_source FROM herald_tokens") == "\(dead)|status-8")
         #expect(try tally(cluster, db) == ["done|accepted": 360, "done|rejected": 20, "done|suppressed": 20])
+    }
+}
+
+@Suite("herald work as a service", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
+struct QueueServiceTests {
+    @Test("without --drain: rows enqueued while it idles are sent (NOTIFY wakes it); SIGINT ends it with every outcome written, exit 0")
+    func serviceUntilSignal() async throws {
+        let (cluster, db) = try freshDatabase()
+        let config = try configurationFile(cluster, db)
+        // The schema first, so the worker and the enqueuer do not race to make it.
+        let queue = try await openQueue(cluster, db)
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = ["work", "--config", config]
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        try await Task.sleep(for: .milliseconds(500))
+        for round in 0..<3 {
+            #expect(try await queue.enqueue(requestLines(1000).lines) == 1000, "round \(round)")
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        await queue.close()
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(30)
+        while try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'") != "3000" && clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(p.isRunning, "the worker keeps running once the queue is empty")
+        p.interrupt()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "\(stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data((stderr.split(separator: "\n").last ?? "").utf8)) as? [String: Any])["summary"]
+            as? [String: Any]
+        #expect(summary?["entered"] as? Int == 3000 && summary?["balanced"] as? Bool == true, "\(stderr)")
+        #expect(try tally(cluster, db) == ["done|accepted": 3000])
     }
 }
