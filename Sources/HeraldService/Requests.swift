@@ -1,0 +1,99 @@
+import HeraldCore
+import HeraldJSON
+import Hummingbird
+
+/// Any method a path of the API does not answer gets 405 with `Allow` (the
+/// router alone would answer 404, as for a path it does not know).
+struct MethodGuard: RouterMiddleware {
+    typealias Context = BasicRequestContext
+
+    /// The methods `path` answers, or `nil` for a path not in the API.
+    static func allowed(_ path: String) -> [HTTPRequest.Method]? {
+        switch path {
+        case "/v1/notifications": return [.post]
+        case "/healthz", "/readyz", "/metrics", "/openapi.yaml": return [.get, .head]
+        default:
+            let rest = path.dropFirst("/v1/notifications/".count)
+            return path.hasPrefix("/v1/notifications/") && !rest.isEmpty && !rest.contains("/") ? [.get, .head] : nil
+        }
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let allowed = Self.allowed(request.uri.path), !allowed.contains(request.method) {
+            return Response(
+                status: .methodNotAllowed,
+                headers: [.allow: allowed.map(\.rawValue).joined(separator: ", "), .contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: #"{"error":"method not allowed"}"#)))
+        }
+        return try await next(request, context)
+    }
+}
+
+/// A `POST` body read into requests: a JSON array of request objects, or JSON
+/// Lines (one object is one line). Each bad element is reported with its
+/// position and reason; the good ones go on.
+struct RequestBatch {
+    var requests: [(line: Int, request: NotificationRequest)] = []
+    var errors: [(line: Int, reason: String)] = []
+
+    static func parse(_ body: [UInt8]) -> RequestBatch {
+        var batch = RequestBatch()
+        let decoder = RequestDecoder()
+        let first = body.firstIndex { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+        if let first, body[first] == UInt8(ascii: "[") {
+            let value: JSONValue
+            do { value = try JSONParser.parse(body) } catch {
+                batch.errors.append((1, "the body is not valid JSON: \(error)"))
+                return batch
+            }
+            guard case .array(let items) = value else { return batch }
+            for (i, item) in items.enumerated() {
+                do { batch.requests.append((i + 1, try decoder.decode(item))) } catch { batch.errors.append((i + 1, error.message)) }
+            }
+            return batch
+        }
+        body.withUnsafeBytes { raw in
+            forEachLine(in: raw) { line, slice in
+                guard !slice.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { return }
+                do throws(RequestError) {
+                    batch.requests.append((line, try decoder.decode(line: slice)))
+                } catch {
+                    batch.errors.append((line, error.message))
+                }
+            }
+        }
+        if batch.requests.isEmpty && batch.errors.isEmpty { batch.errors.append((1, "the body holds no request")) }
+        return batch
+    }
+
+    /// `{"accepted":N,"results":[{"line":1,"notification":17},{"line":2,"error":"…"}]}`, in line order.
+    func report(ids: Range<UInt64>?) -> [UInt8] {
+        var w = JSONWriter(capacity: 64 + requests.count * 24 + errors.count * 80)
+        w.raw("{\"accepted\":")
+        w.int(ids == nil ? 0 : requests.count)
+        w.raw(",\"results\":[")
+        var r = 0, e = 0, first = true
+        while r < requests.count || e < errors.count {
+            w.separator(&first)
+            if e >= errors.count || (r < requests.count && requests[r].line < errors[e].line) {
+                w.raw("{\"line\":")
+                w.int(requests[r].line)
+                if let ids {
+                    w.raw(",\"notification\":")
+                    w.int(Int(ids.lowerBound) + r)
+                }
+                w.raw("}")
+                r += 1
+            } else {
+                w.raw("{\"line\":")
+                w.int(errors[e].line)
+                w.raw(",\"error\":")
+                w.string(errors[e].reason)
+                w.raw("}")
+                e += 1
+            }
+        }
+        w.raw("]}")
+        return w.bytes
+    }
+}
