@@ -155,7 +155,7 @@ let package = Package(
         .target(
             name: "HeraldService",
             dependencies: [
-                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldBinary", "HeraldHTTP2Transport",
+                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldBinary", "HeraldHTTP2Transport", "HeraldPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -4,6 +4,7 @@ import HeraldCore
 import HeraldHTTP2Transport
 import HeraldJSON
 import HeraldKit
+import HeraldPostgres
 import Hummingbird
 import Logging
 import Metrics
@@ -84,12 +85,17 @@ public final class HeraldService: Sendable {
     let transportTotals = Mutex<[String: Int]>([:])
     /// Posts dead tokens and failures to the caller (`outcomes.webhook`).
     public let webhook: OutcomeWebhook?
+    /// With a PostgreSQL queue: accepted requests become its rows (`QueueIntake`), and this
+    /// service's pipeline is one of its workers (its outcomes written back by `queueWriter`).
+    let queueIntake: QueueIntake?
+    let queueWriter: QueueOutcomeWriter?
 
-    /// `makePipeline` builds the pipeline from the intake's source, the ledger
-    /// and the service's metrics factory (for the pipeline's own metrics).
+    /// `makePipeline` builds the pipeline from the source (the in-memory
+    /// intake's, or with `queue` a worker's on it), the ledger and the
+    /// service's metrics factory (for the pipeline's own metrics).
     public init(
-        configuration: ServiceConfiguration, logger: Logger, observers: [any OutcomeObserver] = [],
-        makePipeline: (IntakeSource, OutcomeLedger, any MetricsFactory) throws -> Pipeline
+        configuration: ServiceConfiguration, logger: Logger, observers: [any OutcomeObserver] = [], queue: PostgresQueue? = nil,
+        makePipeline: (any NotificationSource, OutcomeLedger, any MetricsFactory) throws -> Pipeline
     ) rethrows {
         self.configuration = configuration
         self.logger = logger
@@ -102,8 +108,21 @@ public final class HeraldService: Sendable {
         metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
-        pipeline = try makePipeline(IntakeSource(intake: intake), ledger, factory)
+        if let queue {
+            let (source, writer) = queue.worker(drain: false) { [logger] problem in logger.error("\(problem)") }
+            queueIntake = QueueIntake(queue: queue, capacity: configuration.queueCapacity)
+            queueWriter = writer
+            ledger.addObserver(writer)
+            pipeline = try makePipeline(source, ledger, factory)
+        } else {
+            queueIntake = nil
+            queueWriter = nil
+            pipeline = try makePipeline(IntakeSource(intake: intake), ledger, factory)
+        }
     }
+
+    /// Whether new requests are refused (shutting down).
+    var intakeClosed: Bool { queueIntake?.isClosed ?? intake.isClosed }
 
     /// Runs until SIGTERM or SIGINT (then: intake closed, pipeline drained,
     /// every outcome recorded) or a second signal (then: what is left fails).
@@ -135,7 +154,7 @@ public final class HeraldService: Sendable {
                 seen += 1
                 if seen == 2 {
                     logger.warning("second signal: stopping now; what was not sent ends failed")
-                    intake.close()
+                    self.closeIntake()
                     pipeline.abandon("abandoned: a second signal came before it was sent")
                     webhook?.abandon()
                 }
@@ -152,18 +171,33 @@ public final class HeraldService: Sendable {
             let s = service
             s.running.store(true, ordering: .relaxed)
             defer { s.running.store(false, ordering: .relaxed) }
+            s.queueWriter?.start()
             await withTaskCancellationHandler {
                 await withGracefulShutdownHandler {
                     do { _ = try await s.pipeline.run() } catch { s.logger.error("pipeline stopped: \(error)") }
                 } onGracefulShutdown: {
                     s.logger.info("shutting down: no new requests; draining what is queued and in flight")
-                    s.intake.close()
+                    s.closeIntake()
                 }
             } onCancel: {
-                s.intake.close()
+                s.closeIntake()
                 s.pipeline.abandon("abandoned: a second signal came before it was sent")
             }
+            if let writer = s.queueWriter {
+                let report = await writer.finish()
+                s.logger.info("queue: \(report.written) outcomes written back, \(report.notWritten) not written, \(report.leaseLost) taken over by another worker")
+            }
             s.recordUnsent()
+        }
+    }
+
+    /// No more requests. With the PostgreSQL queue the worker also stops
+    /// claiming rows (what it holds drains; the rest stays queued for other workers).
+    func closeIntake() {
+        intake.close()
+        if let q = queueIntake {
+            q.close()
+            pipeline.shutdown()
         }
     }
 
@@ -194,7 +228,7 @@ public final class HeraldService: Sendable {
             return Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
         }
         router.get("/readyz") { _, _ in
-            guard self.running.load(ordering: .relaxed) && !self.intake.isClosed else {
+            guard self.running.load(ordering: .relaxed) && !self.intakeClosed else {
                 return Self.json(.serviceUnavailable, #"{"status":"not ready","reason":"the pipeline is not running (starting or shutting down)"}"#)
             }
             if let reporting = self.pipeline.transport as? any TransportHealthReporting, case .unavailable(let why) = reporting.health {
@@ -208,7 +242,7 @@ public final class HeraldService: Sendable {
         }
         router.get("/metrics") { request, _ in
             if let denied = self.authenticate(request) { return denied }
-            self.queueDepth.record(self.intake.depth)
+            self.queueDepth.record(await self.queueIntake?.depth() ?? self.intake.depth)
             await self.exportTransportCounters()
             var out: [UInt8] = []
             self.registry.emit(into: &out)
@@ -221,6 +255,10 @@ public final class HeraldService: Sendable {
             if let denied = self.authenticate(request) { return denied }
             guard let text = context.parameters.get("notification"), let id = UInt64(text) else {
                 return Self.json(.badRequest, #"{"error":"the id is a notification number"}"#)
+            }
+            if let q = self.queueIntake {
+                let (status, body) = await q.answer(id)
+                return Self.json(status, body)
             }
             switch self.outcomes.lookup(id, issued: self.intake.issued) {
             case .decided(let r):
@@ -291,17 +329,33 @@ public final class HeraldService: Sendable {
 
     func post(_ request: Request) async throws -> Response {
         if let denied = authenticate(request) { return denied }
-        if intake.isClosed { return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true) }
+        if intakeClosed { return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true) }
         var request = request
         let body: ByteBuffer
         do { body = try await request.collectBody(upTo: configuration.maxBodyBytes) } catch {
             return Self.json(.contentTooLarge, "{\"error\":\"the body is over \(configuration.maxBodyBytes) bytes\"}")
         }
-        let parsed = RequestBatch.parse(Array(body.readableBytesView))
+        let parsed = RequestBatch.parse(Array(body.readableBytesView), keepingText: queueIntake != nil)
         if parsed.requests.isEmpty {
             return Self.json(.badRequest, parsed.report(ids: nil))
         }
         requestsIn.increment(by: parsed.requests.count)
+        if let q = queueIntake {
+            switch await q.submit(parsed.texts) {
+            case .success(let ids): return Self.json(.accepted, parsed.report { Int(ids[$0]) })
+            case .failure(.intake(.full)):
+                return Self.json(.tooManyRequests, #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#, retryAfter: true)
+            case .failure(.intake(.closed)):
+                return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
+            case .failure(.database(let e)):
+                logger.error("\(e)")
+                var w = JSONWriter(capacity: 200)
+                w.raw(#"{"error":"#)
+                w.string("the queue's database did not take the batch (nothing of it was queued): \(e)")
+                w.raw("}")
+                return Self.json(.serviceUnavailable, w.bytes, retryAfter: true)
+            }
+        }
         switch intake.submit(parsed.requests.map(\.request)) {
         case .success(let ids):
             return Self.json(.accepted, parsed.report(ids: ids))

@@ -36,7 +36,10 @@ struct RequestBatch {
     var requests: [(line: Int, request: NotificationRequest)] = []
     var errors: [(line: Int, reason: String)] = []
 
-    static func parse(_ body: [UInt8]) -> RequestBatch {
+    /// Each valid request's JSON text (kept with `keepingText`, for the PostgreSQL queue's rows).
+    var texts: [String] = []
+
+    static func parse(_ body: [UInt8], keepingText: Bool = false) -> RequestBatch {
         var batch = RequestBatch()
         let decoder = RequestDecoder()
         let first = body.firstIndex { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
@@ -48,7 +51,14 @@ struct RequestBatch {
             }
             guard case .array(let items) = value else { return batch }
             for (i, item) in items.enumerated() {
-                do { batch.requests.append((i + 1, try decoder.decode(item))) } catch { batch.errors.append((i + 1, error.message)) }
+                do {
+                    batch.requests.append((i + 1, try decoder.decode(item)))
+                    if keepingText {
+                        var w = JSONWriter(capacity: 256)
+                        w.value(item)
+                        batch.texts.append(String(decoding: w.bytes, as: UTF8.self))
+                    }
+                } catch { batch.errors.append((i + 1, error.message)) }
             }
             return batch
         }
@@ -57,6 +67,7 @@ struct RequestBatch {
                 guard !slice.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { return }
                 do throws(RequestError) {
                     batch.requests.append((line, try decoder.decode(line: slice)))
+                    if keepingText { batch.texts.append(String(decoding: slice, as: UTF8.self)) }
                 } catch {
                     batch.errors.append((line, error.message))
                 }
@@ -68,9 +79,14 @@ struct RequestBatch {
 
     /// `{"accepted":N,"results":[{"line":1,"notification":17},{"line":2,"error":"…"}]}`, in line order.
     func report(ids: Range<UInt64>?) -> [UInt8] {
+        report(id: ids.map { range in { Int(range.lowerBound) + $0 } })
+    }
+
+    /// The same, with the `r`th valid request's id from `id`.
+    func report(id: ((Int) -> Int)?) -> [UInt8] {
         var w = JSONWriter(capacity: 64 + requests.count * 24 + errors.count * 80)
         w.raw("{\"accepted\":")
-        w.int(ids == nil ? 0 : requests.count)
+        w.int(id == nil ? 0 : requests.count)
         w.raw(",\"results\":[")
         var r = 0, e = 0, first = true
         while r < requests.count || e < errors.count {
@@ -78,9 +94,9 @@ struct RequestBatch {
             if e >= errors.count || (r < requests.count && requests[r].line < errors[e].line) {
                 w.raw("{\"line\":")
                 w.int(requests[r].line)
-                if let ids {
+                if let id {
                     w.raw(",\"notification\":")
-                    w.int(Int(ids.lowerBound) + r)
+                    w.int(id(r))
                 }
                 w.raw("}")
                 r += 1

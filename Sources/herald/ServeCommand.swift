@@ -3,6 +3,7 @@ import Foundation
 import HeraldCore
 import HeraldJSON
 import HeraldKit
+import HeraldPostgres
 import HeraldService
 import Logging
 #if canImport(Glibc)
@@ -41,22 +42,32 @@ struct ServeCommand: AsyncParsableCommand {
         let service: HeraldService
         let writer: OutcomeWriter?
         let logger = logs.logger()
+        // With a queue section: requests become rows of the PostgreSQL queue, and this service is one of its workers.
+        let queue = configuration.root.has("queue") ? try await openQueue(config, configuration: configuration) : nil
+        var tokens: PostgresTokenStore?
+        if configuration.tokenStoreType == "postgres" {
+            guard let queue else { throw SetupError("\(config): tokens.type \"postgres\" is the queue's database: add a queue section") }
+            do { tokens = try await PostgresTokenStore(queue: queue) } catch {
+                await queue.close()
+                throw SetupError("\(error)")
+            }
+        }
         do {
             serve = try ServiceConfiguration.load(try configuration.root.child("serve"))
             if let port { serve.port = port }
             if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
-            let assembly = try HeraldAssembly.configured(configuration, logger: logger)
+            let assembly = try HeraldAssembly.configured(configuration, logger: logger, tokenStore: tokens)
             writer = configuration.outcomesFile != nil
                 ? try OutcomeWriter(path: configuration.outcomes) { error in
                     writeToStandardError("herald: cannot write outcomes: \(error)\n")
                 } : nil
-            service = try HeraldService(configuration: serve, logger: logger, observers: writer.map { [$0] } ?? []) { source, ledger, metrics in
+            service = try HeraldService(configuration: serve, logger: logger, observers: writer.map { [$0] } ?? [], queue: queue) { source, ledger, metrics in
                 try assembly.makePipeline(source: source, ledger: ledger, metrics: metrics)
             }
-        } catch let e as SetupError {
-            throw e
         } catch {
-            throw SetupError("\(error)")
+            if let tokens { await tokens.close() }
+            await queue?.close()
+            throw error as? SetupError ?? SetupError("\(error)")
         }
         let host = serve.host
         let snapshot = try await service.run { port in
@@ -67,10 +78,13 @@ struct ServeCommand: AsyncParsableCommand {
             fflush(nil)
         }
         writer?.flush()
+        let tokenChangesLeft = await tokens?.close() ?? 0
+        await queue?.close()
         var fields = JSONLine()
         fields.add("entered", snapshot.entered)
         for k in Outcome.Kind.allCases { fields.add(k.rawValue, snapshot.count(k)) }
         fields.add("balanced", snapshot.isBalanced)
+        if tokens != nil { fields.add("token_changes_not_written", tokenChangesLeft) }
         if let webhook = service.webhook {
             let c = webhook.counts
             var w = JSONLine()

@@ -1,0 +1,66 @@
+import PostgresNIO
+
+/// What `herald serve` needs of the queue when it is its intake: rows with
+/// their ids, how many wait, and one row's outcome.
+extension PostgresQueue {
+    /// Inserts request lines as queued rows and returns their ids, in the
+    /// lines' order: the ids are taken from the table's sequence first, then
+    /// the rows inserted with them, in one transaction.
+    public func enqueueReturningIDs(_ bodies: [String]) async throws(QueueError) -> [Int64] {
+        guard !bodies.isEmpty else { return [] }
+        return try await named("enqueueing \(bodies.count) rows") {
+            try await client.withTransaction(logger: logger) { connection in
+                var ids: [Int64] = []
+                ids.reserveCapacity(bodies.count)
+                for try await id in try await connection.query(
+                    "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, \(bodies.count))", logger: logger
+                ).decode(Int64.self) { ids.append(id) }
+                var inserted = 0
+                for try await n in try await connection.query(
+                    "WITH i AS (INSERT INTO notifications (id, body) SELECT * FROM unnest(\(ids)::bigint[], \(bodies)::text[]) RETURNING 1) SELECT count(*) FROM i",
+                    logger: logger
+                ).decode(Int.self) { inserted = n }
+                guard inserted == bodies.count else { throw QueueError("\(inserted) of \(bodies.count) rows were inserted") }
+                return ids
+            }
+        }
+    }
+
+    /// Rows waiting to be claimed.
+    public func queuedCount() async throws(QueueError) -> Int {
+        try await named("counting queued rows") { try await count("SELECT count(*) FROM notifications WHERE state = 'queued'") }
+    }
+
+    /// One row as the service reports it.
+    public struct Row: Sendable, Hashable {
+        /// `queued`, `leased` or `done`.
+        public var state: String
+        public var outcome: String?
+        public var status: Int?
+        public var reasonCode: String?
+        public var reason: String?
+        public var apnsID: String?
+        public var possibleDuplicate: Bool
+        public var attempts: Int
+    }
+
+    /// Row `id`, or `nil` when there is none.
+    public func row(_ id: Int64) async throws(QueueError) -> Row? {
+        try await named("reading row \(id)") {
+            var found: Row?
+            let rows = try await client.query(
+                """
+                SELECT state, outcome, status, reason_code, reason, apns_id, possible_duplicate, attempts
+                FROM notifications WHERE id = \(id)
+                """, logger: logger)
+            for try await (state, outcome, status, code, reason, apnsID, duplicate, attempts)
+                in rows.decode((String, String?, Int?, String?, String?, String?, Bool, Int).self)
+            {
+                found = Row(
+                    state: state, outcome: outcome, status: status, reasonCode: code, reason: reason, apnsID: apnsID,
+                    possibleDuplicate: duplicate, attempts: attempts)
+            }
+            return found
+        }
+    }
+}
