@@ -84,6 +84,9 @@ public enum QueueSchema {
                 "CREATE INDEX herald_tokens_unregistered ON herald_tokens (token) WHERE unregistered_at IS NOT NULL",
                 "CREATE INDEX herald_tokens_updated ON herald_tokens (updated_at)",
             ]),
+        Migration(
+            version: 3, description: "notifications: finished rows by age, for herald prune",
+            statements: ["CREATE INDEX notifications_finished ON notifications (finished_at) WHERE state = 'done'"]),
     ]
 
     /// The newest version this code knows.

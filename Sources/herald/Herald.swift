@@ -11,7 +11,7 @@ struct Herald: AsyncParsableCommand {
         abstract: "An Apple Push Notification service provider.",
         subcommands: [
             Send.self, ValidateCommand.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, FeedbackCommand.self, SimulateCommand.self, ChannelsCommand.self, TokensCommand.self, InspectCommand.self, ReplayCommand.self, ServeCommand.self,
-            EnqueueCommand.self, WorkCommand.self,
+            EnqueueCommand.self, WorkCommand.self, PruneCommand.self,
             CertsCommand.self,
             Bench.self,
         ]

@@ -145,4 +145,23 @@ struct QueueServiceTests {
         #expect(summary?["entered"] as? Int == 3000 && summary?["balanced"] as? Bool == true, "\(stderr)")
         #expect(try tally(cluster, db) == ["done|accepted": 3000])
     }
+
+    @Test("herald prune deletes rows finished longer ago than --older-than, in chunks; queued rows and recent ones stay; a bad age is refused")
+    func prune() throws {
+        let (cluster, db) = try freshDatabase()
+        let config = try configurationFile(cluster, db)
+        let file = try temporaryFile(requestLines(100).lines.joined(separator: "\n") + "\n")
+        #expect(try runHerald(["enqueue", "--config", config, file]).status == 0)
+        #expect(try runHerald(["work", "--config", config, "--drain"]).status == 0)
+        #expect(try runHerald(["enqueue", "--config", config, file]).status == 0)  // 100 more, left queued
+        _ = try cluster.psql(db, "UPDATE notifications SET finished_at = now() - interval '8 days' WHERE state = 'done' AND id <= 60")
+        _ = try cluster.psql(db, "UPDATE notifications SET enqueued_at = now() - interval '30 days' WHERE state = 'queued'")
+        let pruned = try runHerald(["prune", "--config", config, "--older-than", "7d", "--chunk", "25"])
+        #expect(pruned.status == 0, "\(pruned.stderr)")
+        #expect(try lastObject(pruned.stdout)["deleted"] as? Int == 60)
+        #expect(try tally(cluster, db) == ["done|accepted": 40, "queued|-": 100])
+        let bad = try runHerald(["prune", "--config", config, "--older-than", "7w"])
+        #expect(bad.status != 0 && bad.stderr.contains("older-than"), "\(bad.stderr)")
+    }
 }
+

@@ -20,7 +20,7 @@ struct SchemaTests {
         #expect(versions == QueueSchema.migrations.map { "\($0.version)" }.joined(separator: ","))
         // The table, its indexes and its trigger are there.
         let indexes = try cluster.psql(db, "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'notifications'")
-        #expect(indexes == "notifications_leased,notifications_pkey,notifications_queued")
+        #expect(indexes == "notifications_finished,notifications_leased,notifications_pkey,notifications_queued")
         #expect(try cluster.psql(db, "SELECT count(*) FROM pg_trigger WHERE tgname = 'notifications_enqueued'") == "1")
     }
 
