@@ -138,16 +138,19 @@ public final class PostgresQueue: Sendable {
         }
     }
 
-    /// Extends the lease of every row this worker holds; returns how many it holds.
+    /// Extends the lease of these rows where this worker still holds them; returns how many it does.
+    /// Only rows in flight are renewed: one whose outcome was written (or given up) is left to expire,
+    /// so a write lost by the database is claimed again by someone.
     @discardableResult
-    public func renewLeases() async throws(QueueError) -> Int {
+    public func renewLeases(_ ids: [Int64]) async throws(QueueError) -> Int {
+        guard !ids.isEmpty else { return 0 }
         let lease = configuration.lease.inSeconds
-        return try await named("renewing leases") {
+        return try await named("renewing \(ids.count) leases") {
             try await count(
                 """
                 WITH r AS (
                     UPDATE notifications SET lease_expires = now() + make_interval(secs => \(lease))
-                    WHERE state = 'leased' AND lease_owner = \(owner) RETURNING 1
+                    WHERE id = ANY(\(ids)::bigint[]) AND state = 'leased' AND lease_owner = \(owner) RETURNING 1
                 ) SELECT count(*) FROM r
                 """)
         }

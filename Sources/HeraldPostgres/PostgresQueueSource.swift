@@ -34,10 +34,22 @@ public struct PostgresQueueSource: NotificationSource {
 
     public func produce(into sink: SourceSink) async throws {
         var delay = Duration.milliseconds(50)
-        while !sink.isStopping {
+        // The next batch, claimed while this one is emitted: the claim's round trip overlaps the pipeline's work.
+        var prefetched: Task<[PostgresQueue.Claimed], any Error>?
+        while true {
+            if sink.isStopping {
+                // Claimed rows are this worker's to finish: what was prefetched goes through too.
+                if let rows = try? await prefetched?.value { await emit(rows, into: sink) }
+                return
+            }
             let rows: [PostgresQueue.Claimed]
             do {
-                rows = try await queue.claim(limit: queue.configuration.batch)
+                if let next = prefetched {
+                    prefetched = nil
+                    rows = try await next.value
+                } else {
+                    rows = try await queue.claim(limit: queue.configuration.batch)
+                }
                 if rows.isEmpty, drain, !(try await queue.hasWorkLeft()) { return }
                 delay = .milliseconds(50)
             } catch {
@@ -50,17 +62,25 @@ public struct PostgresQueueSource: NotificationSource {
                 await queue.waitForNotification(timeout: queue.configuration.poll) { sink.isStopping }
                 continue
             }
-            for row in rows {
-                book.hold(sink.emitted, row: row.id)
-                var body = row.body
-                switch body.withUTF8({ JSONLinesSource.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
-                case .request(let request): await sink.emit(request)
-                case .invalid(let reason, let id, let token): await sink.emitInvalid(line: nil, reason: "row \(row.id): \(reason)", id: id, token: token)
-                }
+            if rows.count == queue.configuration.batch {
+                prefetched = Task { [queue] in try await queue.claim(limit: queue.configuration.batch) }
             }
-            // Hand the last partial batch on now: nothing may wait behind an idle source.
-            await sink.flush()
+            await emit(rows, into: sink)
         }
+    }
+
+    /// Emits claimed rows, each noted in the book first; a row that is not a valid request is emitted as invalid.
+    func emit(_ rows: [PostgresQueue.Claimed], into sink: SourceSink) async {
+        for row in rows {
+            book.hold(sink.emitted, row: row.id)
+            var body = row.body
+            switch body.withUTF8({ JSONLinesSource.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
+            case .request(let request): await sink.emit(request)
+            case .invalid(let reason, let id, let token): await sink.emitInvalid(line: nil, reason: "row \(row.id): \(reason)", id: id, token: token)
+            }
+        }
+        // Hand the last partial batch on now: nothing may wait behind an idle source.
+        await sink.flush()
     }
 }
 

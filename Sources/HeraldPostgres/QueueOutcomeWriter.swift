@@ -12,6 +12,8 @@ public final class LeaseBook: Sendable {
     func take(_ sequence: UInt64) -> Int64? { rows.withLock { $0.removeValue(forKey: sequence) } }
     /// Rows emitted whose outcome has not been decided yet.
     public var count: Int { rows.withLock { $0.count } }
+    /// Their ids.
+    var ids: [Int64] { rows.withLock { Array($0.values) } }
 }
 
 /// Writes each outcome back to its row, in batches of one `UPDATE` each, and
@@ -33,6 +35,8 @@ public final class QueueOutcomeWriter: OutcomeObserver {
 
     struct State {
         var pending: [PostgresQueue.Finished] = []
+        /// The batch being written.
+        var writing: [Int64] = []
         var report = Report()
     }
 
@@ -98,6 +102,7 @@ public final class QueueOutcomeWriter: OutcomeObserver {
             let n = min(s.pending.count, queue.configuration.writeBatch)
             let batch = Array(s.pending.prefix(n))
             s.pending.removeFirst(n)
+            s.writing = batch.map(\.id)
             return batch
         }
     }
@@ -118,6 +123,7 @@ public final class QueueOutcomeWriter: OutcomeObserver {
             do {
                 let result = try await queue.finish(batch)
                 state.withLock { s in
+                    s.writing = []
                     s.report.written += result.written
                     s.report.possibleDuplicates += result.possibleDuplicates
                     s.report.leaseLost += batch.count - result.written
@@ -126,7 +132,10 @@ public final class QueueOutcomeWriter: OutcomeObserver {
             } catch {
                 if clock.now - start >= queue.configuration.lease {
                     onProblem("\(error); giving up on \(batch.count) outcomes (their rows will be claimed again once their lease expires)")
-                    state.withLock { $0.report.notWritten += batch.count }
+                    state.withLock { s in
+                        s.writing = []
+                        s.report.notWritten += batch.count
+                    }
                     return
                 }
                 onProblem("\(error); retrying in \(delay)")
@@ -140,7 +149,9 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         let period = queue.configuration.lease / 3
         while (try? await Task.sleep(for: period)) != nil {
             do {
-                try await queue.renewLeases()
+                // Rows in the pipeline, and outcomes not yet written.
+                let ids = book.ids + state.withLock { s in s.writing + s.pending.map(\.id) }
+                try await queue.renewLeases(ids)
             } catch {
                 onProblem("\(error)")
             }
@@ -185,7 +196,6 @@ extension PostgresQueue {
             }
         }
         return try await named("writing \(rows.count) outcomes") {
-            var result = (written: 0, possibleDuplicates: 0)
             let query: PostgresQuery = """
                 WITH w AS (
                     UPDATE notifications n
@@ -198,10 +208,17 @@ extension PostgresQueue {
                     RETURNING n.possible_duplicate
                 ) SELECT count(*), count(*) FILTER (WHERE possible_duplicate) FROM w
                 """
-            for try await (written, duplicates) in try await client.query(query, logger: logger).decode((Int, Int).self) {
-                result = (written, duplicates)
+            // Not waiting for the WAL to reach the disk: an outcome a database crash loses leaves its row
+            // leased; once the lease expires it is claimed again and marked possible_duplicate, as after a
+            // worker's crash. The claim, whose loss would not be marked, keeps the default.
+            return try await client.withTransaction(logger: logger) { connection in
+                _ = try await connection.query("SET LOCAL synchronous_commit = off", logger: logger).collect()
+                var result = (written: 0, possibleDuplicates: 0)
+                for try await (written, duplicates) in try await connection.query(query, logger: logger).decode((Int, Int).self) {
+                    result = (written, duplicates)
+                }
+                return result
             }
-            return result
         }
     }
 }

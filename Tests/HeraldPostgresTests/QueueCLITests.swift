@@ -4,10 +4,10 @@ import HeraldTestSupport
 import Testing
 
 /// A configuration file for the test server's `database`, in a new temporary directory.
-private func configurationFile(_ cluster: PostgresCluster, _ database: String) throws -> String {
+private func configurationFile(_ cluster: PostgresCluster, _ database: String, lease: Int = 30) throws -> String {
     let path = temporaryDirectory() + "/herald.json"
     try #"""
-    {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(database)","lease":30,"batch":1000,"poll":0.1},
+    {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(database)","lease":\#(lease),"batch":1000,"poll":0.1},
      "transport":{"type":"simulator"}}
     """#.write(toFile: path, atomically: true, encoding: .utf8)
     return path
@@ -165,3 +165,42 @@ struct QueueServiceTests {
     }
 }
 
+@Suite("A worker killed mid-run", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
+struct QueueCrashTests {
+    @Test("SIGKILL mid-run leaves its rows leased; another worker takes them once the lease expires: every row ends once, the retaken ones marked possible_duplicate")
+    func killedWorker() async throws {
+        let (cluster, db) = try freshDatabase()
+        let config = try configurationFile(cluster, db, lease: 2)
+        let queue = try await openQueue(cluster, db)
+        let lines = requestLines(1000).lines
+        for _ in 0..<40 { #expect(try await queue.enqueue(lines) == 1000) }
+        await queue.close()
+
+        let p = Process()
+        p.executableURL = try heraldExecutable()
+        p.arguments = ["work", "--config", config]
+        p.standardError = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(60)
+        var done = 0
+        while done < 3000 && clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            done = Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'")) ?? 0
+        }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        let held = Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
+        #expect(done >= 3000 && done < 40_000 && held > 0, "killed with \(done) done, \(held) leased")
+
+        let r = try runHerald(["work", "--config", config, "--drain"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try tally(cluster, db) == ["done|accepted": 40_000])
+        // The rows the dead worker held, and only those, were claimed twice and are marked.
+        let marked = try cluster.psql(db, "SELECT count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE attempts = 2), max(attempts) FROM notifications")
+        #expect(marked == "\(held)|\(held)|2", "\(held) held at the kill")
+        let queueSummary = (try lastObject(r.stderr)["summary"] as? [String: Any])?["queue"] as? [String: Any]
+        #expect(queueSummary?["possible_duplicates"] as? Int == held, "\(r.stderr)")
+    }
+}
