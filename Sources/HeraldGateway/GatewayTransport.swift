@@ -126,8 +126,11 @@ extension GatewayTransport: DeliveryReporting {
 }
 
 extension GatewayTransport: TransportHealthReporting {
-    /// Unavailable once every connection slot has failed to connect, in a row, for at least a second.
+    /// Unavailable while notifications wait and every connection slot has
+    /// failed to connect, in a row, for at least a second. (With nothing to
+    /// send no connection is tried, so an old outage says nothing about now.)
     public var health: TransportHealth {
+        guard drivers.contains(where: { $0.queuedCount.load(ordering: .relaxed) > 0 }) else { return .ready }
         var reason: String?
         for d in drivers {
             let s = d.published.withLock { $0 }

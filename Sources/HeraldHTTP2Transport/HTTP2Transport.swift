@@ -48,11 +48,13 @@ public final class HTTP2Transport: Transport, TransportHealthReporting {
     /// What the connections did.
     public var statistics: HTTP2TransportStatistics { driver.published.withLock { $0 } }
 
-    /// Unavailable after a refused credential, or once no connection has been ready for a second.
+    /// Unavailable after a refused credential, or while notifications wait and
+    /// no connection has been ready for a second. (With nothing to send no
+    /// connection is tried, so an old outage says nothing about now.)
     public var health: TransportHealth {
         let s = statistics
         if let failure = s.failure { return .unavailable(failure) }
-        if let since = s.outageSince, driver.now - since >= .seconds(1) {
+        if let since = s.outageSince, gate.held > 0, driver.now - since >= .seconds(1) {
             return .unavailable("no connection to \(driver.configuration.endpoint) has been ready for \(Int((driver.now - since).inSeconds)) s")
         }
         return .ready

@@ -125,14 +125,16 @@ public final class PostgresTokenStore: TokenStore {
         while pending.withLock({ !$0.events.isEmpty || $0.writing > 0 }) && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(5))
         }
-        let (left, waiter) = pending.withLock { p -> (Int, CheckedContinuation<Void, Never>?) in
+        let waiter = pending.withLock { p -> CheckedContinuation<Void, Never>? in
             p.closed = true
             defer { p.waiter = nil }
-            return (p.events.count + p.writing, p.waiter)
+            return p.waiter
         }
         waiter?.resume()
         for t in tasks.withLock({ $0 }) { t.cancel() }
         for t in tasks.withLock({ $0 }) { await t.value }
+        // Counted once the writer has stopped: a write in flight at the deadline may still have landed.
+        let left = pending.withLock { $0.events.count + $0.writing }
         if left > 0 {
             queue.logger.error("token store \(queue.configuration): \(left) changes could not be written: \(failureState.withLock { $0 }.map { "\($0)" } ?? "closed")")
         }

@@ -16,7 +16,8 @@ public struct QueueError: Error, Sendable, CustomStringConvertible {
         if let info = e.serverInfo {
             var text = info[.message] ?? "server error"
             if let state = info[.sqlState] { text += " (SQLSTATE \(state))" }
-            if let detail = info[.detail] { text += "; \(detail)" }
+            // Integrity violations' DETAIL quotes the row (a request, its device token): left out.
+            if let detail = info[.detail], !(info[.sqlState] ?? "").hasPrefix("23") { text += "; \(detail)" }
             if let hint = info[.hint] { text += "; hint: \(hint)" }
             return text
         }

@@ -10,6 +10,7 @@ public final class LeaseBook: Sendable {
     public init() {}
     func hold(_ sequence: UInt64, row: Int64) { rows.withLock { $0[sequence] = row } }
     func take(_ sequence: UInt64) -> Int64? { rows.withLock { $0.removeValue(forKey: sequence) } }
+    func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0[sequence] } }
     /// Rows emitted whose outcome has not been decided yet.
     public var count: Int { rows.withLock { $0.count } }
     /// Their ids.
@@ -53,6 +54,10 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         /// Outcomes for sequence numbers no row was emitted for (a bug if ever non-zero).
         public var unmapped = 0
     }
+
+    /// The row a pipeline sequence number stands for, while its outcome is not yet written
+    /// (observers that run before this one, like `herald serve`'s webhook, name rows by it).
+    public func rowID(of sequence: UInt64) -> Int64? { book.peek(sequence) }
 
     public init(queue: PostgresQueue, book: LeaseBook, onProblem: @escaping @Sendable (String) -> Void = { _ in }) {
         self.queue = queue

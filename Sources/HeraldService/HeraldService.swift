@@ -103,17 +103,23 @@ public final class HeraldService: Sendable {
         let factory = PrometheusMetricsFactory(registry: registry)
         intake = ServiceIntake(capacity: configuration.queueCapacity)
         outcomes = OutcomeIndex(capacity: configuration.keepOutcomes, metrics: factory)
-        webhook = configuration.webhook.map { OutcomeWebhook(configuration: $0, logger: logger, metrics: factory) }
-        ledger = OutcomeLedger(observers: [outcomes] + observers + (webhook.map { [$0] } ?? []))
+        // With the queue, this service is one of its workers; the webhook names notifications by their rows.
+        let problems: @Sendable (String) -> Void = { [logger] problem in logger.error("\(problem)") }
+        let worker: (source: PostgresQueueSource, writer: QueueOutcomeWriter)? = queue.map { $0.worker(drain: false, onProblem: problems) }
+        let writer = worker?.writer
+        var rowOf: (@Sendable (UInt64) -> UInt64?)?
+        if let writer { rowOf = { sequence in writer.rowID(of: sequence).map { UInt64(clamping: $0) } } }
+        let mapping = rowOf
+        webhook = configuration.webhook.map { OutcomeWebhook(configuration: $0, logger: logger, metrics: factory, notificationID: mapping) }
+        // The queue's writer comes last: observers before it can still map sequence numbers to rows.
+        ledger = OutcomeLedger(observers: [outcomes] + observers + (webhook.map { [$0] } ?? []) + (writer.map { [$0] } ?? []))
         metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
-        if let queue {
-            let (source, writer) = queue.worker(drain: false) { [logger] problem in logger.error("\(problem)") }
+        if let queue, let worker {
             queueIntake = QueueIntake(queue: queue, capacity: configuration.queueCapacity)
-            queueWriter = writer
-            ledger.addObserver(writer)
-            pipeline = try makePipeline(source, ledger, factory)
+            queueWriter = worker.writer
+            pipeline = try makePipeline(worker.source, ledger, factory)
         } else {
             queueIntake = nil
             queueWriter = nil

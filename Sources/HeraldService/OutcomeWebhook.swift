@@ -44,7 +44,15 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
     /// Outcomes delivered, given up, or refused for a full queue (for the summary and tests).
     let totals = Mutex((delivered: 0, undelivered: 0, overflow: 0))
 
-    public init(configuration: WebhookConfiguration, logger: Logger, metrics: any MetricsFactory) {
+    /// What the receiver knows a notification by: its pipeline sequence number unless this maps it
+    /// (with the PostgreSQL queue, to its row id).
+    let notificationID: (@Sendable (UInt64) -> UInt64?)?
+
+    public init(
+        configuration: WebhookConfiguration, logger: Logger, metrics: any MetricsFactory,
+        notificationID: (@Sendable (UInt64) -> UInt64?)? = nil
+    ) {
+        self.notificationID = notificationID
         self.configuration = configuration
         self.logger = logger
         batchPrefix = "\(getpid())-\(Int(Date().timeIntervalSince1970))"
@@ -76,8 +84,11 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
     }
 
     public func observe(_ records: [OutcomeRecord]) {
-        let chosen = records.filter { configuration.kinds.contains($0.outcome.kind) }
+        var chosen = records.filter { configuration.kinds.contains($0.outcome.kind) }
         guard !chosen.isEmpty else { return }
+        if let map = notificationID {
+            for i in chosen.indices { chosen[i].sequence = map(chosen[i].sequence) ?? chosen[i].sequence }
+        }
         let (waiter, refused) = state.withLock { s -> (CheckedContinuation<Void, Never>?, Int) in
             let room = max(0, configuration.maxQueued - s.queue.count)
             s.queue.append(contentsOf: chosen.prefix(room))
@@ -105,7 +116,9 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
         waiter?.resume()
     }
 
-    /// Stop at once (a second signal): what is left is not posted.
+    /// Stop posting at once (a second signal): what is left, and what comes
+    /// later, is counted as undelivered; the service itself ends with the
+    /// group's shutdown, in its turn.
     public func abandon() {
         let waiter = state.withLock { s in
             s.abandoned = true
@@ -120,12 +133,20 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
         if let ca = configuration.caFile { tls.additionalTrustRoots = [.file(ca)] }
         var http = HTTPClient.Configuration(tlsConfiguration: tls)
         http.connectionPool.idleTimeout = .seconds(30)
+        // A redirect would turn the POST into a GET without a body, then count as delivered: a 3xx gives up instead.
+        http.redirectConfiguration = .disallow
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http, backgroundActivityLogger: logger)
         logger.info("posting \(configuration.kinds.map(\.rawValue).sorted().joined(separator: ", ")) outcomes to \(target)")
-        await withGracefulShutdownHandler {
-            while let batch = await self.takeBatch() { await self.post(batch, with: client) }
-        } onGracefulShutdown: {
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                while let batch = await self.takeBatch() { await self.post(batch, with: client) }
+            } onGracefulShutdown: {
+                self.finishPosting()
+            }
+        } onCancel: {
+            // The group is going down (a service failed): stop now.
             self.finishPosting()
+            self.abandon()
         }
         let left = state.withLock { s in defer { s.queue.removeAll() }; return s.queue.count }
         if left > 0 { giveUp(left, "the service stopped before they were posted") }
@@ -136,9 +157,15 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
     /// the service is stopping; `nil` when stopped and empty (or abandoned, or past the drain deadline).
     func takeBatch() async -> [OutcomeRecord]? {
         while true {
-            enum Step { case take([OutcomeRecord]), done, wait, sleep(Duration) }
+            enum Step { case take([OutcomeRecord]), done, wait, sleep(Duration), drop(Int) }
             let step: Step = state.withLock { s in
-                if s.abandoned { return .done }
+                if s.abandoned {
+                    if !s.queue.isEmpty {
+                        defer { s.queue.removeAll() }
+                        return .drop(s.queue.count)
+                    }
+                    return s.stopping != nil ? .done : .wait
+                }
                 if let deadline = s.stopping, s.queue.isEmpty || deadline < .now { return .done }
                 guard let oldest = s.oldest, !s.queue.isEmpty else { return .wait }
                 let due = oldest.advanced(by: configuration.flushInterval)
@@ -156,10 +183,11 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
             case .take(let batch): return batch
             case .done: return nil
             case .sleep(let d): try? await Task.sleep(for: d)
+            case .drop(let n): giveUp(n, "abandoned by a second signal")
             case .wait:
                 await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                     let now = state.withLock { s -> Bool in
-                        if !s.queue.isEmpty || s.stopping != nil || s.abandoned { return true }
+                        if !s.queue.isEmpty || s.stopping != nil { return true }
                         s.waiter = c
                         return false
                     }

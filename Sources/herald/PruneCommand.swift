@@ -29,7 +29,8 @@ struct PruneCommand: AsyncParsableCommand {
     struct Age: ExpressibleByArgument {
         let duration: Duration
         init?(argument: String) {
-            guard let unit = argument.last, let n = Int(argument.dropLast()), n >= 0 else { return nil }
+            // At most 100 years: a bigger number is a mistake, not a retention.
+            guard let unit = argument.last, let n = Int(argument.dropLast()), n >= 0, n <= 100 * 365 * 86_400 else { return nil }
             switch unit {
             case "s": duration = .seconds(n)
             case "m": duration = .seconds(n * 60)

@@ -70,12 +70,20 @@ struct ServeCommand: AsyncParsableCommand {
             throw error as? SetupError ?? SetupError("\(error)")
         }
         let host = serve.host
-        let snapshot = try await service.run { port in
-            var ready = JSONLine()
-            ready.add("host", host)
-            ready.add("port", port)
-            ready.print()
-            fflush(nil)
+        let snapshot: LedgerSnapshot
+        do {
+            snapshot = try await service.run { port in
+                var ready = JSONLine()
+                ready.add("host", host)
+                ready.add("port", port)
+                ready.print()
+                fflush(nil)
+            }
+        } catch {
+            // What the token store still holds is written, and the pool closed, before the error ends the run.
+            await tokens?.close()
+            await queue?.close()
+            throw error
         }
         writer?.flush()
         let tokenChangesLeft = await tokens?.close() ?? 0

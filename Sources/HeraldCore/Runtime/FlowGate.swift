@@ -34,6 +34,8 @@ package final class FlowGate: Sendable {
     }
 
     package func add(_ n: Int) { state.withLock { $0.count += n } }
+    /// Notifications held now (queued or in flight).
+    package var held: Int { state.withLock { $0.count } }
 
     /// Lets everyone through, now and from now on.
     package func open() {
