@@ -107,8 +107,10 @@ public final class PostgresQueue: Sendable {
     }
 
     /// Claims up to `limit` rows, oldest first: queued ones, and leased ones
-    /// whose lease expired under another worker.
-    public func claim(limit: Int) async throws(QueueError) -> [Claimed] {
+    /// whose lease expired: under another worker, or under this one when it
+    /// no longer has them in flight (`inFlight`: its outcome write was lost
+    /// or given up), so a worker alone on the queue takes those back too.
+    public func claim(limit: Int, inFlight: [Int64] = []) async throws(QueueError) -> [Claimed] {
         let lease = configuration.lease.inSeconds
         return try await named("claiming rows") {
             var rows: [Claimed] = []
@@ -117,7 +119,8 @@ public final class PostgresQueue: Sendable {
                 """
                 WITH expired AS (
                     SELECT id FROM notifications
-                    WHERE state = 'leased' AND lease_expires < now() AND lease_owner IS DISTINCT FROM \(owner)
+                    WHERE state = 'leased' AND lease_expires < now()
+                      AND (lease_owner IS DISTINCT FROM \(owner) OR NOT id = ANY(\(inFlight)::bigint[]))
                     ORDER BY lease_expires LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 ), queued AS (
                     SELECT id FROM notifications WHERE state = 'queued' ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED
@@ -158,12 +161,13 @@ public final class PostgresQueue: Sendable {
 
     /// Whether anything is left for this worker to wait for: queued rows, or rows leased by others
     /// (they end, or their lease expires and they become this worker's to claim).
-    public func hasWorkLeft() async throws(QueueError) -> Bool {
+    public func hasWorkLeft(inFlight: [Int64] = []) async throws(QueueError) -> Bool {
         try await named("looking for work left") {
             try await count(
                 """
                 SELECT (EXISTS (SELECT 1 FROM notifications WHERE state = 'queued')
-                     OR EXISTS (SELECT 1 FROM notifications WHERE state = 'leased' AND lease_owner IS DISTINCT FROM \(owner)))::int
+                     OR EXISTS (SELECT 1 FROM notifications WHERE state = 'leased'
+                                AND (lease_owner IS DISTINCT FROM \(owner) OR NOT id = ANY(\(inFlight)::bigint[]))))::int
                 """) > 0
         }
     }
@@ -206,8 +210,9 @@ public final class PostgresQueue: Sendable {
     }
 
     /// Waits until a `NOTIFY` arrives, `timeout` passes or `stop()` is true, checking every few milliseconds.
-    func waitForNotification(timeout: Duration, stop: () -> Bool) async {
-        let seen = notificationCount
+    /// `since`: the count read before the caller looked for work, so a `NOTIFY` that came in between is not missed.
+    func waitForNotification(timeout: Duration, since: Int? = nil, stop: () -> Bool) async {
+        let seen = since ?? notificationCount
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         while clock.now < deadline && !stop() && notifications.load(ordering: .acquiring) == seen {

@@ -43,14 +43,16 @@ public struct PostgresQueueSource: NotificationSource {
                 return
             }
             let rows: [PostgresQueue.Claimed]
+            // Read before claiming: a NOTIFY after an empty claim still wakes the wait below.
+            let notified = queue.notificationCount
             do {
                 if let next = prefetched {
                     prefetched = nil
                     rows = try await next.value
                 } else {
-                    rows = try await queue.claim(limit: queue.configuration.batch)
+                    rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids)
                 }
-                if rows.isEmpty, drain, !(try await queue.hasWorkLeft()) { return }
+                if rows.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.ids)) { return }
                 delay = .milliseconds(50)
             } catch {
                 onProblem("\(error); retrying in \(delay)")
@@ -59,11 +61,13 @@ public struct PostgresQueueSource: NotificationSource {
                 continue
             }
             if rows.isEmpty {
-                await queue.waitForNotification(timeout: queue.configuration.poll) { sink.isStopping }
+                await queue.waitForNotification(timeout: queue.configuration.poll, since: notified) { sink.isStopping }
                 continue
             }
             if rows.count == queue.configuration.batch {
-                prefetched = Task { [queue] in try await queue.claim(limit: queue.configuration.batch) }
+                // Rows just claimed are not in the book until emitted: they count as in flight here.
+                let held = book.ids + rows.map(\.id)
+                prefetched = Task { [queue] in try await queue.claim(limit: queue.configuration.batch, inFlight: held) }
             }
             await emit(rows, into: sink)
         }

@@ -53,6 +53,9 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         public var notWritten = 0
         /// Outcomes for sequence numbers no row was emitted for (a bug if ever non-zero).
         public var unmapped = 0
+        /// Rows given back to the queue unsent: they failed only because this process stopped
+        /// (a second signal, the drain deadline), so another worker sends them.
+        public var released = 0
     }
 
     /// The row a pipeline sequence number stands for, while its outcome is not yet written
@@ -131,7 +134,8 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                     s.writing = []
                     s.report.written += result.written
                     s.report.possibleDuplicates += result.possibleDuplicates
-                    s.report.leaseLost += batch.count - result.written
+                    s.report.released += result.released
+                    s.report.leaseLost += batch.count - result.written - result.released
                 }
                 return
             } catch {
@@ -175,14 +179,26 @@ extension PostgresQueue {
         }
     }
 
+    /// Whether a row with this outcome goes back to the queue instead of
+    /// ending: it failed only because this process stopped (a second signal,
+    /// the drain deadline), so another worker, or this one restarted, sends it.
+    static func releases(_ outcome: Outcome) -> Bool {
+        if case .failed(let why) = outcome { return why.code == .abandoned || why.code == .shutdownDeadline }
+        return false
+    }
+
     /// Writes outcomes and releases their rows (`state = 'done'`) in one
     /// statement, only where this worker still holds the lease. Rows claimed
-    /// more than once are marked `possible_duplicate`.
-    public func finish(_ rows: [Finished]) async throws(QueueError) -> (written: Int, possibleDuplicates: Int) {
+    /// more than once are marked `possible_duplicate`. Rows that failed only
+    /// because this process stopped (``releases(_:)``) go back to `queued`
+    /// instead, counted in `released`.
+    public func finish(_ rows: [Finished]) async throws(QueueError) -> (written: Int, possibleDuplicates: Int, released: Int) {
         var ids: [Int64] = [], outcomes: [String] = [], statuses: [Int32] = [], codes: [String] = [], reasons: [String] = [], apnsIDs: [String] = []
+        var release: [Bool] = []
         for f in rows {
             let r = f.record
             ids.append(f.id)
+            release.append(Self.releases(r.outcome))
             outcomes.append(r.outcome.kind.rawValue)
             apnsIDs.append(r.apnsID ?? "")
             switch r.outcome {
@@ -204,23 +220,31 @@ extension PostgresQueue {
             let query: PostgresQuery = """
                 WITH w AS (
                     UPDATE notifications n
-                    SET state = 'done', outcome = u.outcome, status = NULLIF(u.status, -1), reason_code = NULLIF(u.code, ''),
-                        reason = NULLIF(u.reason, ''), apns_id = NULLIF(u.apns_id, ''), possible_duplicate = n.attempts > 1,
-                        finished_at = now(), lease_expires = NULL
-                    FROM unnest(\(ids)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[], \(reasons)::text[], \(apnsIDs)::text[])
-                        AS u(id, outcome, status, code, reason, apns_id)
+                    SET state = CASE WHEN u.release THEN 'queued' ELSE 'done' END,
+                        outcome = CASE WHEN u.release THEN NULL ELSE u.outcome END,
+                        status = CASE WHEN u.release THEN NULL ELSE NULLIF(u.status, -1) END,
+                        reason_code = CASE WHEN u.release THEN NULL ELSE NULLIF(u.code, '') END,
+                        reason = CASE WHEN u.release THEN NULL ELSE NULLIF(u.reason, '') END,
+                        apns_id = CASE WHEN u.release THEN NULL ELSE NULLIF(u.apns_id, '') END,
+                        possible_duplicate = NOT u.release AND n.attempts > 1,
+                        finished_at = CASE WHEN u.release THEN NULL ELSE now() END,
+                        lease_owner = CASE WHEN u.release THEN NULL ELSE n.lease_owner END,
+                        lease_expires = NULL
+                    FROM unnest(\(ids)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[], \(reasons)::text[], \(apnsIDs)::text[],
+                                \(release)::bool[])
+                        AS u(id, outcome, status, code, reason, apns_id, release)
                     WHERE n.id = u.id AND n.state = 'leased' AND n.lease_owner = \(owner)
-                    RETURNING n.possible_duplicate
-                ) SELECT count(*), count(*) FILTER (WHERE possible_duplicate) FROM w
+                    RETURNING n.possible_duplicate, n.state = 'queued' AS released
+                ) SELECT count(*) FILTER (WHERE NOT released), count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE released) FROM w
                 """
             // Not waiting for the WAL to reach the disk: an outcome a database crash loses leaves its row
             // leased; once the lease expires it is claimed again and marked possible_duplicate, as after a
             // worker's crash. The claim, whose loss would not be marked, keeps the default.
             return try await client.withTransaction(logger: logger) { connection in
                 _ = try await connection.query("SET LOCAL synchronous_commit = off", logger: logger).collect()
-                var result = (written: 0, possibleDuplicates: 0)
-                for try await (written, duplicates) in try await connection.query(query, logger: logger).decode((Int, Int).self) {
-                    result = (written, duplicates)
+                var result = (written: 0, possibleDuplicates: 0, released: 0)
+                for try await (written, duplicates, released) in try await connection.query(query, logger: logger).decode((Int, Int, Int).self) {
+                    result = (written, duplicates, released)
                 }
                 return result
             }

@@ -102,7 +102,8 @@ public final class HeraldService: Sendable {
         registry = PrometheusCollectorRegistry()
         let factory = PrometheusMetricsFactory(registry: registry)
         intake = ServiceIntake(capacity: configuration.queueCapacity)
-        outcomes = OutcomeIndex(capacity: configuration.keepOutcomes, metrics: factory)
+        // With the queue, GET reads the table: the index only counts (it keeps no records).
+        outcomes = OutcomeIndex(capacity: queue == nil ? configuration.keepOutcomes : 0, metrics: factory)
         // With the queue, this service is one of its workers; the webhook names notifications by their rows.
         let problems: @Sendable (String) -> Void = { [logger] problem in logger.error("\(problem)") }
         let worker: (source: PostgresQueueSource, writer: QueueOutcomeWriter)? = queue.map { $0.worker(drain: false, onProblem: problems) }

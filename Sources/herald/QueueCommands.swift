@@ -116,6 +116,7 @@ struct WorkCommand: AsyncParsableCommand {
                 fields.add("rows_written", report.written)
                 fields.add("possible_duplicates", report.possibleDuplicates)
                 fields.add("lease_lost", report.leaseLost)
+                fields.add("released", report.released)
                 fields.add("not_written", report.notWritten)
                 return (fields, report.notWritten + report.unmapped)
             }

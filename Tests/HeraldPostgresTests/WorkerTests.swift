@@ -97,4 +97,42 @@ struct WorkerTests {
         #expect(after > before, "\(before) → \(after)")
         await queue.close()
     }
+
+    @Test("a worker alone takes back its own expired rows once it no longer has them in flight (an outcome write lost), never one it still has")
+    func ownExpiredRows() async throws {
+        let (cluster, db) = try freshDatabase()
+        let queue = try await openQueue(cluster, db, owner: "solo")
+        #expect(try await queue.enqueue(requestLines(10).lines) == 10)
+        let held = try await queue.claim(limit: 10)
+        #expect(held.count == 10)
+        // The lease ran out (say its outcome write was lost with the database's last transactions).
+        _ = try cluster.psql(db, "UPDATE notifications SET lease_expires = now() - interval '1 second'")
+        #expect(try await queue.claim(limit: 10, inFlight: held.map(\.id)).isEmpty, "still in flight here: not claimed twice")
+        let run = try await drainWorker(queue)
+        #expect(run.snapshot.entered == 10 && run.report.written == 10 && run.report.possibleDuplicates == 10, "\(run.report)")
+        #expect(try tally(cluster, db) == ["done|accepted": 10])
+        await queue.close()
+    }
+
+    @Test("rows that failed only because the worker stopped (a second signal, the drain deadline) go back to the queue unsent; other failures end their rows")
+    func releasedOnStop() async throws {
+        let (cluster, db) = try freshDatabase()
+        let queue = try await openQueue(cluster, db, owner: "stopping")
+        #expect(try await queue.enqueue(requestLines(3).lines) == 3)
+        let held = try await queue.claim(limit: 3)
+        #expect(held.count == 3)
+        let outcomes: [Outcome] = [
+            .failed(OutcomeReason(.abandoned, "a second signal")), .failed(OutcomeReason(.shutdownDeadline, "the drain deadline")),
+            .failed(OutcomeReason(.gatewayUnreachable, "the gateway is down")),
+        ]
+        let finished = zip(held, outcomes).map { row, outcome in
+            PostgresQueue.Finished(id: row.id, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: outcome))
+        }
+        let result = try await queue.finish(finished)
+        #expect(result.written == 1 && result.released == 2 && result.possibleDuplicates == 0)
+        #expect(try tally(cluster, db) == ["done|failed": 1, "queued|-": 2])
+        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'queued' AND lease_owner IS NULL AND finished_at IS NULL") == "2")
+        await queue.close()
+    }
 }
+
