@@ -186,7 +186,7 @@ let package = Package(
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator",
                 "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit", "HeraldStore", "HeraldRecorder",
-                "HeraldService",
+                "HeraldService", "HeraldPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -31,37 +31,14 @@ struct BenchServe: AsyncParsableCommand {
 
     func run() async throws {
         let count = self.count, batchSize = self.batch
-        var lines: [[UInt8]] = []
-        lines.reserveCapacity(count)
-        var g = SplitMix(seed: 15)
-        for i in 0..<count {
-            var w = JSONWriter(capacity: 160)
-            w.raw("{\"id\":")
-            w.int(i)
-            w.raw(",\"token\":\"")
-            var words = (g.next(), g.next(), g.next(), g.next())
-            withUnsafeBytes(of: &words) { Hex.append($0, to: &w.bytes) }
-            w.raw("\",\"topic\":\"com.example.app\",\"alert\":{\"title\":\"Game Request\",\"body\":\"Bob wants to play poker\"},\"badge\":1}\n")
-            lines.append(w.bytes)
-        }
-        let dir = NSTemporaryDirectory() + "herald-bench-serve-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let (dir, input, lines) = try benchRequestFile(count: count, seed: 15, name: "serve")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let input = dir + "/requests.jsonl"
-        guard FileManager.default.createFile(atPath: input, contents: Data(lines.joined())) else { throw BenchError("cannot write \(input)") }
         try #"{"transport":{"type":"simulator"},"serve":{"apiTokensEnv":"HERALD_BENCH_API_TOKEN","queue":200000,"port":0}}"#
             .write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
-        try #"{"transport":{"type":"simulator"}}"#.write(toFile: dir + "/send.json", atomically: true, encoding: .utf8)
         setenv("HERALD_BENCH_API_TOKEN", "bench-token-0123456789abcdef", 1)
 
         // 1. herald send's way: the file through the pipeline.
-        let sendConfiguration = try HeraldConfiguration.load(path: dir + "/send.json")
-        let sendLedger = OutcomeLedger()  // as herald send: identity tracked
-        let sendSeconds = try await measure {
-            let assembly = try HeraldAssembly.configured(sendConfiguration)
-            let snapshot = try await assembly.makePipeline(source: JSONLinesSource(path: input), ledger: sendLedger).run()
-            guard snapshot.entered == UInt64(count) else { throw BenchError("send: \(snapshot.entered) of \(count)") }
-        }
+        let sendSeconds = try await benchSendSeconds(input: input, count: count)
 
         // 2. The service, posted to over loopback.
         let configuration = try HeraldConfiguration.load(path: dir + "/herald.json")

@@ -64,3 +64,15 @@ extension PostgresQueue {
         }
     }
 }
+
+extension PostgresQueue {
+    /// Rows in `state` (`queued`, `leased` or `done`).
+    public func rowCount(state: String) async throws(QueueError) -> Int {
+        try await named("counting \(state) rows") { try await count("SELECT count(*) FROM notifications WHERE state = \(state)") }
+    }
+
+    /// Empties the table, for benchmarks: every row, whatever its state.
+    package func removeEveryRow() async throws(QueueError) {
+        try await named("emptying the queue") { _ = try await client.query("TRUNCATE notifications", logger: logger).collect() }
+    }
+}

@@ -1,0 +1,141 @@
+import ArgumentParser
+import Foundation
+import HeraldCore
+import HeraldJSON
+import HeraldKit
+import HeraldPostgres
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `herald bench queue`: notifications per second through the PostgreSQL
+/// queue, end to end, for 1, 2 and 4 workers, beside `herald send` and
+/// beside the claim and outcome statements run bare by `pgbench`.
+struct BenchQueue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue",
+        abstract: "Notifications per second through the PostgreSQL queue (enqueue → claim → simulator → outcome written), by workers.",
+        discussion: """
+            Needs a database: the configuration's queue section (its notifications table is emptied \
+            before each run: use a database of its own). Makes --count request lines, times herald \
+            send on them, then for each --workers count: enqueues them (in 5,000-row INSERTs, while \
+            the workers run, each in this process with its own pipeline and simulator) and times \
+            until every row is done. Then, as the database's own limit, pgbench runs the same claim \
+            and outcome statements bare (500 rows a transaction) on the same number of connections. \
+            Goal (issue 16): one worker at least half of herald send's rate, and more workers never slower.
+
+            Example (a throwaway server: docs/scale-out.md, "Benchmarks"):
+              herald bench queue --config bench.json
+            """
+    )
+
+    @Option(help: "Configuration file (JSON) with a queue section.") var config: String
+    @Option(help: "Notifications.") var count = 100_000
+    @Option(help: "Worker counts to run, comma-separated.") var workers = "1,2,4"
+    @Option(help: "pgbench (none: skip that baseline).") var pgbench = "pgbench"
+
+    func run() async throws {
+        let counts = workers.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
+        guard !counts.isEmpty else { throw BenchError("--workers: give counts like 1,2,4") }
+        let root = try ConfigNode.load(path: config)
+        let queueConfiguration = try PostgresQueueConfiguration.load(try root.child("queue"))
+        let (dir, input, lines) = try benchRequestFile(count: count, seed: 16, name: "queue")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bodies = lines.map { String(decoding: $0.dropLast(), as: UTF8.self) }
+
+        let sendRate = Double(count) / (try await benchSendSeconds(input: input, count: count))
+        var report = JSONLine()
+        report.add("benchmark", "queue")
+        report.add("notifications", count)
+        report.add("send_per_s", sendRate, places: 0)
+        var rates: [Double] = []
+        let control = PostgresQueue(configuration: queueConfiguration, owner: "bench-control")
+        try await control.migrate()
+        for n in counts {
+            try await control.removeEveryRow()
+            let rate = try await Self.endToEnd(bodies, workers: n, configuration: queueConfiguration, control: control)
+            rates.append(rate)
+            report.add("workers_\(n)_per_s", rate, places: 0)
+            if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: bodies, dir: dir) {
+                report.add("pgbench_\(n)_rows_per_s", bare, places: 0)
+            }
+        }
+        try await control.removeEveryRow()
+        await control.close()
+        let first = rates[0]
+        report.add("ratio_1_worker_to_send", first / sendRate, places: 3)
+        report.add("goal_ratio", 0.5, places: 1)
+        report.add("more_workers_never_slower", zip(rates, rates.dropFirst()).allSatisfy { $1 >= $0 * 0.95 })
+        report.add("peak_rss_mib", peakResidentMiB(), places: 1)
+        report.print()
+    }
+
+    /// Rows per second from the first INSERT to the last outcome written, with `workers` in this process.
+    static func endToEnd(_ bodies: [String], workers n: Int, configuration: PostgresQueueConfiguration, control: PostgresQueue) async throws -> Double {
+        let queues = (0..<n).map { PostgresQueue(configuration: configuration, owner: "bench-worker-\($0)") }
+        let started = ContinuousClock.now
+        let pipelines = try queues.map { queue -> (Pipeline, QueueOutcomeWriter) in
+            let (source, writer) = queue.worker(drain: false)
+            let ledger = OutcomeLedger(observers: [writer])
+            return (try HeraldAssembly.configured(HeraldConfiguration()).makePipeline(source: source, ledger: ledger), writer)
+        }
+        let runs = pipelines.map { pipeline, writer in
+            writer.start()
+            return Task { _ = try await pipeline.run(); return await writer.finish() }
+        }
+        for start in stride(from: 0, to: bodies.count, by: 5000) {
+            _ = try await control.enqueue(Array(bodies[start..<min(bodies.count, start + 5000)]))
+        }
+        while try await control.rowCount(state: "done") < bodies.count { try await Task.sleep(for: .milliseconds(20)) }
+        let seconds = (ContinuousClock.now - started).inSeconds
+        for (pipeline, _) in pipelines { pipeline.shutdown() }
+        var written = 0
+        for r in runs { written += try await r.value.written }
+        for q in queues { await q.close() }
+        guard written == bodies.count else { throw BenchError("\(n) workers wrote \(written) of \(bodies.count) outcomes") }
+        return Double(bodies.count) / seconds
+    }
+
+    /// The claim and the outcome write, bare: `pgbench` running one statement that claims 500
+    /// queued rows and finishes them, on `clients` connections, over `rows` freshly queued rows.
+    static func pgbenchRate(
+        _ pgbench: String, rows: Int, clients: Int, configuration c: PostgresQueueConfiguration, control: PostgresQueue, bodies: [String], dir: String
+    ) async throws -> Double? {
+        guard pgbench != "none" else { return nil }
+        try await control.removeEveryRow()
+        for start in stride(from: 0, to: bodies.count, by: 5000) {
+            _ = try await control.enqueue(Array(bodies[start..<min(bodies.count, start + 5000)]))
+        }
+        let script = dir + "/claim-and-finish.sql"
+        try """
+            WITH claimed AS (
+                UPDATE notifications n SET state = 'leased', lease_owner = 'pgbench', lease_expires = now() + interval '30 seconds', attempts = n.attempts + 1
+                FROM (SELECT id FROM notifications WHERE state = 'queued' ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED) p
+                WHERE n.id = p.id RETURNING n.id
+            )
+            UPDATE notifications n SET state = 'done', outcome = 'accepted', possible_duplicate = false, finished_at = now(), lease_expires = NULL
+            FROM claimed WHERE n.id = claimed.id;
+
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        let transactions = max(1, rows / 500 / clients)
+        let process = Process()
+        // As bench http2 runs h2load: through env, so a name on the PATH or a path both work.
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [pgbench, "-n", "-f", script, "-c", "\(clients)", "-j", "\(clients)", "-t", "\(transactions)",
+                             "-h", c.host, "-p", "\(c.port)", "-U", c.user, c.database]
+        var environment = ProcessInfo.processInfo.environment
+        if let password = c.password { environment["PGPASSWORD"] = password }
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0,
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+            let tps = Double(line.dropFirst(6).prefix { $0 == "." || $0.isNumber })
+        else { throw BenchError("pgbench failed: \(text.suffix(400))") }
+        return tps * 500
+    }
+}
