@@ -38,12 +38,12 @@ private func outcomesByCallerID(_ path: String) throws -> [Int: [String]] {
     .serialized, .enabled(if: interopVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
 struct ServeTests {
     @Test("probes, authentication, bad bodies (malformed, bad lines, 10 MB) answered 4xx and the service stays healthy; 20,000 notifications each get an id and one outcome; /metrics parses and its counters equal the outcomes")
-    func api() throws {
+    func api() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let server = try startServe(in: dir)
+        let server = try await offPool { try startServe(in: dir) }
         let port = server.ready["port"] as! Int
-        let r = try runClient(port: port, dir: dir, ["--count", "20000", "--batch", "500"])
+        let r = try await offPool { try runClient(port: port, dir: dir, ["--count", "20000", "--batch", "500"]) }
         let checks = r["checks"] as? [String: Any] ?? [:]
         #expect(checks["healthz"] as? Int == 200 && checks["readyz"] as? Int == 200 && checks["healthz_after"] as? Int == 200)
         #expect(checks["no_token"] as? Int == 401 && checks["wrong_token"] as? Int == 401 && checks["www_authenticate"] as? String == "Bearer")
@@ -52,7 +52,7 @@ struct ServeTests {
         #expect((checks["get_first"] as? [Any])?.last as? String == "decided" && checks["get_unknown"] as? Int == 404)
         #expect(r["accepted"] as? Int == 20_000)
         let metrics = r["metrics"] as? [String: Double] ?? [:]
-        let summary = server.stop(interrupt: true)
+        let summary = try await offPool { server.stop(interrupt: true) }
         let fields = summary["summary"] as? [String: Any] ?? [:]
         #expect(fields["entered"] as? Int == 20_000 && fields["balanced"] as? Bool == true, "\(summary)")
         let byID = try outcomesByCallerID(dir + "/outcomes.jsonl")
@@ -73,15 +73,15 @@ struct ServeTests {
     }
 
     @Test("SIGTERM in the middle of 1,000,000 notifications: intake stops (503), the queue drains, every request that got an id has exactly one outcome, every other one was refused with a status; exit 0")
-    func sigtermUnderLoad() throws {
+    func sigtermUnderLoad() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let server = try startServe(in: dir, queue: 50_000)
+        let server = try await offPool { try startServe(in: dir, queue: 50_000) }
         let port = server.ready["port"] as! Int
-        let r = try runClient(port: port, dir: dir, [
+        let r = try await offPool { try runClient(port: port, dir: dir, [
             "--count", "1000000", "--batch", "1000", "--signal-pid", String(server.processIdentifier), "--signal-after", "200",
-        ])
-        let summary = server.stop()
+        ]) }
+        let summary = try await offPool { server.stop() }
         let ids = r["ids"] as? [String: Int] ?? [:]
         let accepted = r["accepted"] as? Int ?? -1, refused = r["refused"] as? Int ?? -1
         #expect(accepted >= 200_000 && refused > 0 && accepted + refused == 1_000_000, "accepted \(accepted), refused \(refused)")
@@ -94,10 +94,10 @@ struct ServeTests {
     }
 
     @Test("schemathesis (PyPI) against the served OpenAPI document, every check (schema-valid accepted, schema-violating refused, statuses, content types, headers, auth, undeclared methods, the link to a created notification): no failures; the served document is the committed one; the service stays healthy")
-    func openAPI() throws {
+    func openAPI() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let server = try startServe(in: dir)
+        let server = try await offPool { try startServe(in: dir) }
         defer { server.stop(interrupt: true) }
         let port = server.ready["port"] as! Int
         let committed = try Data(contentsOf: repositoryRoot().appendingPathComponent("Sources/HeraldService/openapi.yaml"))
@@ -116,7 +116,7 @@ struct ServeTests {
     }
 
     @Test("/readyz follows the transport: 200 while the gateway has not failed, 503 naming the endpoint once every connection attempt fails, and the request still ends with one outcome")
-    func readinessFollowsTheTransport() throws {
+    func readinessFollowsTheTransport() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let port = try freePort()
@@ -127,7 +127,7 @@ struct ServeTests {
          "transport":{"type":"gateway","host":"127.0.0.1","port":\(port),"serverName":"localhost","certificate":"\(certs.clientCertificate)",
                       "key":"\(certs.clientKey)","caFile":"\(certs.caCertificate)","maxOutageSeconds":4,"backoffInitialMilliseconds":50,"backoffMaxMilliseconds":200}}
         """.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
-        let server = try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"])
+        let server = try await offPool { try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"]) }
         let script = """
             import json, sys, time, urllib.request, urllib.error
             base = "http://127.0.0.1:%s" % sys.argv[1]
@@ -146,9 +146,9 @@ struct ServeTests {
                 later = get("/readyz")
             print(json.dumps({"first": first[0], "posted": posted, "later": later[0], "reason": later[1].get("reason", "")}))
             """
-        let out = try runCommand(try interopPython(), ["-c", script, String(server.ready["port"] as! Int)])
+        let out = try await offPool { try runCommand(try interopPython(), ["-c", script, String(server.ready["port"] as! Int)]) }
         let r = try #require(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last ?? "").utf8)) as? [String: Any])
-        let summary = (server.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
+        let summary = (try await offPool { server.stop(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
         #expect(r["first"] as? Int == 200 && r["posted"] as? Int == 202, "\(r)")
         #expect(r["later"] as? Int == 503 && (r["reason"] as? String ?? "").contains("127.0.0.1:\(port)"), "\(r)")
         #expect(summary["entered"] as? Int == 1 && summary["failed"] as? Int == 1 && summary["balanced"] as? Bool == true, "\(summary)")

@@ -49,18 +49,18 @@ private func jsonLines(_ path: String) throws -> [[String: Any]] {
     .serialized, .enabled(if: interopVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
 struct WebhookTests {
     @Test("dead tokens reach the receiver in batches with the bearer token; a 503, a lost answer and a 500 are retried; each batch is taken once (Idempotency-Key), every rejected outcome arrives, nothing else; the summary counts them")
-    func retriesUntilDelivered() throws {
+    func retriesUntilDelivered() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let python = try interopPython()
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/webhook_receiver.py").path
-        let receiver = try ExternalServer(python, [script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--plan", "503,drop,500"])
+        let receiver = try await offPool { try ExternalServer(python, [script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--plan", "503,drop,500"]) }
         let invalid = Array(stride(from: 7, to: 3000, by: 50))
-        let serve = try startServe(in: dir, url: "http://127.0.0.1:\(receiver.ready["port"] as! Int)/hooks/herald", invalid: invalid, webhook: "")
-        let metrics = try post(port: serve.ready["port"] as! Int, dir: dir, count: 3000)
+        let serve = try await offPool { try startServe(in: dir, url: "http://127.0.0.1:\(receiver.ready["port"] as! Int)/hooks/herald", invalid: invalid, webhook: "") }
+        let metrics = try await offPool { try post(port: serve.ready["port"] as! Int, dir: dir, count: 3000) }
         #expect(metrics["herald_outcome_reasons_total{outcome=rejected}{reason=8 invalid token}"] == Double(invalid.count), "\(metrics.keys.filter { $0.contains("reason") })")
-        let summary = (serve.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
-        let counts = receiver.stop(interrupt: true)
+        let summary = (try await offPool { serve.stop(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
+        let counts = try await offPool { receiver.stop(interrupt: true) }
         #expect(counts["unauthorized"] as? Int == 0 && counts["malformed"] as? Int == 0, "\(counts)")
 
         let received = try jsonLines(dir + "/received.jsonl")
@@ -89,22 +89,22 @@ struct WebhookTests {
     }
 
     @Test("over HTTPS (Python ssl): delivered when the receiver's certificate chains to caFile and names the host; without caFile the certificate is refused and nothing is posted")
-    func https() throws {
+    func https() async throws {
         let certs = sharedCertificates
         let python = try interopPython()
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/webhook_receiver.py").path
         for trusted in [true, false] {
             let dir = temporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: dir) }
-            let receiver = try ExternalServer(python, [
+            let receiver = try await offPool { try ExternalServer(python, [
                 script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
-            ])
+            ]) }
             let url = "https://localhost:\(receiver.ready["port"] as! Int)/hook"
             let extra = (trusted ? #","caFile":"\#(certs.caCertificate)""# : "") + #","attempts":2,"drainSeconds":3"#
-            let serve = try startServe(in: dir, url: url, invalid: [1, 2], webhook: extra)
-            try post(port: serve.ready["port"] as! Int, dir: dir, count: 10)
-            let webhook = ((serve.stop(interrupt: true)["summary"] as? [String: Any])?["webhook"] as? [String: Any]) ?? [:]
-            receiver.stop(interrupt: true)
+            let serve = try await offPool { try startServe(in: dir, url: url, invalid: [1, 2], webhook: extra) }
+            try await offPool { try post(port: serve.ready["port"] as! Int, dir: dir, count: 10) }
+            let webhook = ((try await offPool { serve.stop(interrupt: true) }["summary"] as? [String: Any])?["webhook"] as? [String: Any]) ?? [:]
+            try await offPool { receiver.stop(interrupt: true) }
             let received = (try? jsonLines(dir + "/received.jsonl")) ?? []
             if trusted {
                 #expect(webhook["delivered"] as? Int == 2 && received.count == 1, "\(webhook)")
@@ -115,17 +115,17 @@ struct WebhookTests {
     }
 
     @Test("a receiver that never answers: the service still drains and exits 0 within its drain time, and counts the outcomes it could not post")
-    func receiverDown() throws {
+    func receiverDown() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let port = try freePort()
         #expect(port > 0)
 
         let invalid = [3, 11, 19]
-        let serve = try startServe(in: dir, url: "http://127.0.0.1:\(port)/", invalid: invalid, webhook: #","attempts":50,"drainSeconds":2"#)
-        try post(port: serve.ready["port"] as! Int, dir: dir, count: 100)
+        let serve = try await offPool { try startServe(in: dir, url: "http://127.0.0.1:\(port)/", invalid: invalid, webhook: #","attempts":50,"drainSeconds":2"#) }
+        try await offPool { try post(port: serve.ready["port"] as! Int, dir: dir, count: 100) }
         let started = ContinuousClock.now
-        let summary = (serve.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
+        let summary = (try await offPool { serve.stop(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
         #expect(ContinuousClock.now - started < .seconds(20), "the drain time bounds the shutdown")
         let webhook = summary["webhook"] as? [String: Any] ?? [:]
         #expect(webhook["delivered"] as? Int == 0 && webhook["undelivered"] as? Int == invalid.count, "\(summary)")

@@ -22,14 +22,14 @@ private func lastObject(_ text: String) throws -> [String: Any] {
 @Suite("herald enqueue and herald work on a real PostgreSQL", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
 struct QueueCLITests {
     @Test("20,000 lines (blank and malformed ones among them) enqueued, then herald work --drain: every row done with exactly one outcome, malformed ones dropped with their reason")
-    func enqueueThenDrain() throws {
+    func enqueueThenDrain() async throws {
         let (cluster, db) = try freshDatabase()
         let config = try configurationFile(cluster, db)
         let (lines, malformed) = requestLines(20_000, malformedEvery: 100)
         // A byte-order mark on line 1 and blank lines are not requests (as with herald send).
         let file = try temporaryFile("\u{FEFF}" + lines.prefix(10_000).joined(separator: "\n") + "\n\n  \n" + lines.dropFirst(10_000).joined(separator: "\n") + "\n")
 
-        let enqueue = try runHerald(["enqueue", "--config", config, file])
+        let enqueue = try await offPool { try runHerald(["enqueue", "--config", config, file]) }
         #expect(enqueue.status == 0, "\(enqueue.stderr)")
         let enqueued = try lastObject(enqueue.stdout)
         #expect(enqueued["enqueued"] as? Int == 20_000 && enqueued["not_enqueued"] as? Int == 0, "\(enqueued)")
@@ -37,7 +37,7 @@ struct QueueCLITests {
         #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 2") == lines[1])
         #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 1") == lines[0])
 
-        let work = try runHerald(["work", "--config", config, "--drain"])
+        let work = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
         #expect(work.status == 0, "\(work.stderr)")
         let summary = try lastObject(work.stderr)["summary"] as? [String: Any] ?? [:]
         let queue = summary["queue"] as? [String: Any] ?? [:]
@@ -54,13 +54,13 @@ struct QueueCLITests {
         #expect(reasons.contains("unknown key \"colour\""), "\(reasons)")
 
         // Nothing left: a second drain ends at once, with nothing entered.
-        let again = try runHerald(["work", "--config", config, "--drain"])
+        let again = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
         let againSummary = try lastObject(again.stderr)["summary"] as? [String: Any]
         #expect(again.status == 0 && againSummary?["entered"] as? Int == 0, "\(again.stderr)")
     }
 
     @Test("a line PostgreSQL's text cannot hold is not enqueued: counted, named by line, exit 3; the others are")
-    func unstorableLine() throws {
+    func unstorableLine() async throws {
         let (cluster, db) = try freshDatabase()
         let config = try configurationFile(cluster, db)
         let lines = requestLines(3).lines
@@ -69,7 +69,7 @@ struct QueueCLITests {
         bytes += Array(#"{"id":1,"token":"#.utf8) + [0xFF, 0xFE] + Array("\"}\n".utf8)
         bytes += Array((lines[2] + "\n").utf8)
         #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
-        let r = try runHerald(["enqueue", "--config", config, path])
+        let r = try await offPool { try runHerald(["enqueue", "--config", config, path]) }
         #expect(r.status == 3, "\(r.stderr)")
         let report = try lastObject(r.stdout)
         #expect(report["enqueued"] as? Int == 2 && report["not_enqueued"] as? Int == 1, "\(report)")
@@ -78,14 +78,14 @@ struct QueueCLITests {
     }
 
     @Test("a configuration without a usable queue section is refused, naming the key")
-    func badConfiguration() throws {
+    func badConfiguration() async throws {
         let path = try temporaryFile(#"{"queue":{"type":"postgres","port":"five"}}"#, suffix: ".json")
-        let r = try runHerald(["work", "--config", path, "--drain"])
+        let r = try await offPool { try runHerald(["work", "--config", path, "--drain"]) }
         #expect(r.status == 1 && r.stderr.contains("queue.port: must be an integer"), "\(r.stderr)")
     }
 
     @Test("tokens.type postgres: the dead tokens one worker process learns are suppressed by the next, through the shared table")
-    func sharedTokenStore() throws {
+    func sharedTokenStore() async throws {
         let (cluster, db) = try freshDatabase()
         let dead = String(repeating: "de", count: 32), alive = String(repeating: "a1", count: 32)
         let config = temporaryDirectory() + "/herald.json"
@@ -96,8 +96,8 @@ struct QueueCLITests {
         let lines = (0..<200).map { #"{"id":\#($0),"token":"\#($0 % 10 == 0 ? dead : alive)","alert":"n\#($0)"}"# }
         let file = try temporaryFile(lines.joined(separator: "\n") + "\n")
         for round in 0..<2 {
-            #expect(try runHerald(["enqueue", "--config", config, file]).status == 0)
-            let work = try runHerald(["work", "--config", config, "--drain"])
+            #expect(try await offPool { try runHerald(["enqueue", "--config", config, file]) }.status == 0)
+            let work = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
             #expect(work.status == 0, "\(work.stderr)")
             let summary = try lastObject(work.stderr)["summary"] as? [String: Any] ?? [:]
             #expect((summary["queue"] as? [String: Any])?["token_changes_not_written"] as? Int == 0, "\(summary)")
@@ -137,7 +137,8 @@ struct QueueServiceTests {
         }
         #expect(p.isRunning, "the worker keeps running once the queue is empty")
         p.interrupt()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let reader = err.fileHandleForReading
+        let stderr = try await offPool { String(decoding: reader.readDataToEndOfFile(), as: UTF8.self) }
         p.waitUntilExit()
         #expect(p.terminationStatus == 0, "\(stderr)")
         let summary = try #require(try JSONSerialization.jsonObject(with: Data((stderr.split(separator: "\n").last ?? "").utf8)) as? [String: Any])["summary"]
@@ -147,20 +148,20 @@ struct QueueServiceTests {
     }
 
     @Test("herald prune deletes rows finished longer ago than --older-than, in chunks; queued rows and recent ones stay; a bad age is refused")
-    func prune() throws {
+    func prune() async throws {
         let (cluster, db) = try freshDatabase()
         let config = try configurationFile(cluster, db)
         let file = try temporaryFile(requestLines(100).lines.joined(separator: "\n") + "\n")
-        #expect(try runHerald(["enqueue", "--config", config, file]).status == 0)
-        #expect(try runHerald(["work", "--config", config, "--drain"]).status == 0)
-        #expect(try runHerald(["enqueue", "--config", config, file]).status == 0)  // 100 more, left queued
+        #expect(try await offPool { try runHerald(["enqueue", "--config", config, file]) }.status == 0)
+        #expect(try await offPool { try runHerald(["work", "--config", config, "--drain"]) }.status == 0)
+        #expect(try await offPool { try runHerald(["enqueue", "--config", config, file]) }.status == 0)  // 100 more, left queued
         _ = try cluster.psql(db, "UPDATE notifications SET finished_at = now() - interval '8 days' WHERE state = 'done' AND id <= 60")
         _ = try cluster.psql(db, "UPDATE notifications SET enqueued_at = now() - interval '30 days' WHERE state = 'queued'")
-        let pruned = try runHerald(["prune", "--config", config, "--older-than", "7d", "--chunk", "25"])
+        let pruned = try await offPool { try runHerald(["prune", "--config", config, "--older-than", "7d", "--chunk", "25"]) }
         #expect(pruned.status == 0, "\(pruned.stderr)")
         #expect(try lastObject(pruned.stdout)["deleted"] as? Int == 60)
         #expect(try tally(cluster, db) == ["done|accepted": 40, "queued|-": 100])
-        let bad = try runHerald(["prune", "--config", config, "--older-than", "7w"])
+        let bad = try await offPool { try runHerald(["prune", "--config", config, "--older-than", "7w"]) }
         #expect(bad.status != 0 && bad.stderr.contains("older-than"), "\(bad.stderr)")
     }
 }
@@ -194,7 +195,7 @@ struct QueueCrashTests {
         let held = Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
         #expect(done >= 3000 && done < 40_000 && held > 0, "killed with \(done) done, \(held) leased")
 
-        let r = try runHerald(["work", "--config", config, "--drain"])
+        let r = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try tally(cluster, db) == ["done|accepted": 40_000])
         // The rows the dead worker held, and only those, were claimed twice and are marked.

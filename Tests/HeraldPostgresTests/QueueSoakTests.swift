@@ -42,7 +42,7 @@ struct QueueSoakTests {
         try handle.write(contentsOf: Data(chunk.utf8))
         try handle.close()
         // The schema first (enqueue migrates it), with nothing in it, so the workers start on an existing table.
-        #expect(try runHerald(["enqueue", "--config", config, "/dev/null"]).status == 0)
+        #expect(try await offPool { try runHerald(["enqueue", "--config", config, "/dev/null"]) }.status == 0)
 
         let herald = try heraldExecutable().path
         func startWorker(_ name: String) throws -> pid_t {
@@ -64,10 +64,12 @@ struct QueueSoakTests {
             workers[2] = try startWorker("c\(round + 1)")
         }
         #expect(kills.count == 2 && kills.allSatisfy { $0.done < total && $0.leased > 0 }, "both kills during the run, with rows held: \(kills)")
-        #expect(waitForExit(enqueuer) == 0, "\(String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: dir + "/enqueue.log"))) ?? Data(), as: UTF8.self))")
+        let enqueued = try await offPool { waitForExit(enqueuer) }
+        #expect(enqueued == 0, "\(String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: dir + "/enqueue.log"))) ?? Data(), as: UTF8.self))")
         while try done() < total && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
         for w in workers { kill(w, SIGINT) }
-        let statuses = workers.map(waitForExit)
+        let running = workers
+        let statuses = try await offPool { running.map(waitForExit) }
         #expect(statuses == [0, 0, 0], "workers' exit statuses")
 
         // Every row ended once, accepted; nothing queued or leased is left.
