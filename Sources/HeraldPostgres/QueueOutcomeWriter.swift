@@ -92,8 +92,12 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         tasks.withLock { $0 = [writing, renewing] }
     }
 
-    /// Writes what is still queued, stops renewing, and reports.
+    /// Writes what is still queued, stops renewing, and reports. While the
+    /// database is away this takes at most a lease's length, however many
+    /// batches wait.
     public func finish() async -> Report {
+        let by = ContinuousClock.now.advanced(by: queue.configuration.lease)
+        outage.withLock { $0.finishBy = $0.finishBy ?? by }
         wake.finish()
         let running = tasks.withLock { $0 }
         if let writing = running.first { await writing.value }
@@ -122,14 +126,24 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         while let batch = nextBatch() { await write(batch) }
     }
 
-    /// Writes one batch, retrying with back-off for up to a lease's length.
+    /// Since when writes have been failing, and (once ``finish()`` began) by when writing must end.
+    struct Outage {
+        var failingSince: ContinuousClock.Instant?
+        var finishBy: ContinuousClock.Instant?
+    }
+    let outage = Mutex(Outage())
+
+    /// Writes one batch, retrying with back-off while the database has been
+    /// failing for less than a lease's length (counted from the first failure,
+    /// across batches: a long outage does not cost a lease per batch), and no
+    /// later than `finish()`'s deadline.
     func write(_ batch: [PostgresQueue.Finished]) async {
         let clock = ContinuousClock()
-        let start = clock.now
         var delay = Duration.milliseconds(50)
         while true {
             do {
                 let result = try await queue.finish(batch)
+                outage.withLock { $0.failingSince = nil }
                 state.withLock { s in
                     s.writing = []
                     s.report.written += result.written
@@ -139,7 +153,11 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                 }
                 return
             } catch {
-                if clock.now - start >= queue.configuration.lease {
+                let (since, finishBy) = outage.withLock { o in
+                    if o.failingSince == nil { o.failingSince = clock.now }
+                    return (o.failingSince!, o.finishBy)
+                }
+                if clock.now - since >= queue.configuration.lease || finishBy.map({ clock.now >= $0 }) == true {
                     onProblem("\(error); giving up on \(batch.count) outcomes (their rows will be claimed again once their lease expires)")
                     state.withLock { s in
                         s.writing = []
