@@ -146,17 +146,12 @@ public final class PostgresTokenStore: TokenStore {
     func writeLoop() async {
         var failures = 0
         while true {
-            let batch: [TokenEvent]? = await withCheckedContinuation { (c: CheckedContinuation<[TokenEvent]?, Never>) in
-                let now = pending.withLock { p -> [TokenEvent]?? in
-                    if !p.events.isEmpty {
-                        defer { p.events.removeAll() }
-                        p.writing = p.events.count
-                        return .some(p.events)
-                    }
-                    if p.closed { return .some(nil) }
-                    return .none
-                }
-                if let now { c.resume(returning: now) } else { c.resume(returning: []) }
+            // What is pending (taken whole), [] when nothing is, nil once closed and empty.
+            let batch: [TokenEvent]? = pending.withLock { p in
+                if p.events.isEmpty { return p.closed ? nil : [] }
+                defer { p.events.removeAll() }
+                p.writing = p.events.count
+                return p.events
             }
             guard let batch else { return }
             if batch.isEmpty {

@@ -55,19 +55,14 @@ public struct WebhookConfiguration: Sendable {
         if let s = try node.int("timeoutSeconds", in: 1...600) { c.timeout = .seconds(s) }
         if let s = try node.int("drainSeconds", in: 0...3600) { c.drainTimeout = .seconds(s) }
         c.caFile = try node.path("caFile")
-        let file = try node.path("tokenFile"), env = try node.string("tokenEnv")
-        if file != nil && env != nil { throw node.error("tokenFile", "give tokenFile or tokenEnv, not both") }
-        if let file {
-            do {
-                let text = String(decoding: try readSmallFile(file, limit: 1 << 16), as: UTF8.self)
-                c.bearerToken = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) }
-            } catch { throw node.error("tokenFile", "\(error)") }
-            if c.bearerToken?.isEmpty ?? true { throw node.error("tokenFile", "\(file) holds no token") }
-        } else if let env {
-            guard let value = ProcessInfo.processInfo.environment[env], !value.isEmpty else {
-                throw node.error("tokenEnv", "the environment variable \(env) is not set")
-            }
-            c.bearerToken = value
+        switch try node.secret(fileKey: "tokenFile", environmentKey: "tokenEnv", limit: 1 << 16) {
+        case (let text, .file)?:
+            c.bearerToken = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) }
+            if c.bearerToken?.isEmpty ?? true { throw node.error("tokenFile", "\(try node.path("tokenFile") ?? "the file") holds no token") }
+        case (let text, .environment)?:
+            guard !text.isEmpty else { throw node.error("tokenEnv", "the environment variable \(try node.string("tokenEnv") ?? "") is not set") }
+            c.bearerToken = text
+        case nil: break
         }
         return c
     }

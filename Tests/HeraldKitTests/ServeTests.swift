@@ -16,11 +16,7 @@ private func startServe(in dir: String, queue: Int = 20_000) throws -> ExternalS
 }
 
 private func runClient(port: Int, dir: String, _ extra: [String]) throws -> [String: Any] {
-    let python = try interopPython()
-    let script = repositoryRoot().appendingPathComponent("Tests/Interop/serve_client.py").path
-    let out = try runCommand(python, [script, "--port", String(port), "--token-file", dir + "/api-tokens"] + extra)
-    let line = out.split(separator: "\n").last.map(String.init) ?? ""
-    return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "serve_client.py printed \(out.prefix(500))")
+    try runServeClient(port: port, tokenFile: dir + "/api-tokens", extra)
 }
 
 /// Outcome lines by the caller's `id`.

@@ -30,12 +30,8 @@ private func startServe(in dir: String, url: String, invalid: [Int], webhook ext
 /// Posts `count` requests with serve_client.py; the service's metrics once every outcome is decided.
 @discardableResult
 private func post(port: Int, dir: String, count: Int) throws -> [String: Double] {
-    let python = try interopPython()
-    let script = repositoryRoot().appendingPathComponent("Tests/Interop/serve_client.py").path
-    let out = try runCommand(python, [script, "--port", String(port), "--token-file", dir + "/api-tokens", "--count", String(count), "--batch", "500"])
-    let line = out.split(separator: "\n").last.map(String.init) ?? ""
-    let report = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
-    return report?["metrics"] as? [String: Double] ?? [:]
+    let report = try runServeClient(port: port, tokenFile: dir + "/api-tokens", ["--count", String(count), "--batch", "500"])
+    return report["metrics"] as? [String: Double] ?? [:]
 }
 
 private func jsonLines(_ path: String) throws -> [[String: Any]] {

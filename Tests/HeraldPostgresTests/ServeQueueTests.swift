@@ -24,9 +24,7 @@ struct ServeQueueTests {
         """#.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
         let server = try await offPool { try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"]) }
         let port = server.ready["port"] as! Int
-        let script = repositoryRoot().appendingPathComponent("Tests/Interop/serve_client.py").path
-        let out = try await offPool { try runCommand(python, [script, "--port", String(port), "--token-file", dir + "/api-tokens", "--count", "5000", "--batch", "500"]) }
-        let report = try #require(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last ?? "").utf8)) as? [String: Any])
+        let report = try await offPool { try runServeClient(port: port, tokenFile: dir + "/api-tokens", ["--count", "5000", "--batch", "500"]) }
         let ids = (report["ids"] as? [String: Int] ?? [:]).values.sorted()
         #expect(report["accepted"] as? Int == 5000 && ids.count == 5000, "\(report["statuses"] ?? "")")
         // The ids are the rows': GET reads the row back.

@@ -96,3 +96,16 @@ public let interopVenvPossible: Bool = {
     guard let python = ExternalServer.which(env["HERALD_INTEROP_PYTHON"] ?? "python3") else { return false }
     return (try? runProcess(URL(fileURLWithPath: python), ["-c", "import venv, ensurepip"]))?.status == 0
 }()
+
+/// Runs `Tests/Interop/serve_client.py` (a client of `herald serve` written with Python's standard
+/// library) against 127.0.0.1:`port` with the bearer token in `tokenFile`; the JSON object it prints last.
+public func runServeClient(port: Int, tokenFile: String, _ extra: [String]) throws -> [String: Any] {
+    let script = repositoryRoot().appendingPathComponent("Tests/Interop/serve_client.py").path
+    let out = try runCommand(try interopPython(), [script, "--port", String(port), "--token-file", tokenFile] + extra)
+    let line = out.split(separator: "\n").last.map(String.init) ?? ""
+    guard let report = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+        throw ExternalServerError(message: "serve_client.py printed \(out.prefix(500))")
+    }
+    return report
+}
+

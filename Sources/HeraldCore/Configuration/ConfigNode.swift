@@ -196,12 +196,13 @@ public final class ConfigNode: Sendable {
     /// read whole) or by the name of an environment variable that holds it
     /// (`environmentKey`), never inline; nil when neither key is given. Errors
     /// name the key, the file or the variable, never the secret.
-    package func secret(fileKey: String, environmentKey: String) throws(ConfigError) -> (text: String, source: SecretSource)? {
+    /// A file over `limit` bytes is refused.
+    package func secret(fileKey: String, environmentKey: String, limit: Int = 1 << 20) throws(ConfigError) -> (text: String, source: SecretSource)? {
         let file = try path(fileKey), variable = try string(environmentKey)
         if file != nil && variable != nil { throw error(fileKey, "give \(fileKey) or \(environmentKey), not both") }
         if let file {
             let bytes: [UInt8]
-            do { bytes = try readSmallFile(file, limit: 1 << 20) } catch { throw self.error(fileKey, "\(error)") }
+            do { bytes = try readSmallFile(file, limit: limit) } catch { throw self.error(fileKey, "\(error)") }
             return (String(decoding: bytes, as: UTF8.self), .file)
         }
         guard let variable else { return nil }
