@@ -10,7 +10,7 @@ struct APNs3ClientTests {
     @Test("1,000 notifications, three invalid tokens: apns3 gets status 8 for exactly those identifiers; the simulator took the rest")
     func invalidTokensAnswered() async throws {
         let certs = sharedCertificates
-        let python = try interopPython()
+        let python = try await interopPython()
         let invalid = (0..<3).map { i in String(repeating: String(format: "%02x", 0xE0 + i), count: 32) }
         var args = ["simulate", "--certificate", certs.serverCertificate, "--key", certs.serverKey, "--client-ca", certs.caCertificate]
         for t in invalid { args += ["--invalid-token", t] }
@@ -18,12 +18,12 @@ struct APNs3ClientTests {
         let simulator = try await offPool { try ExternalServer(try heraldExecutable().path, arguments) }
         let port = simulator.ready["gateway_port"] as! Int
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/apns3_client.py").path
-        let output = try await offPool { try runCommand(python, [
+        let output = try await offPool { try runCommandBlocking(python, [
             script, "--host", "127.0.0.1", "--port", "\(port)", "--cert", certs.clientCertificate, "--key", certs.clientKey,
             "--ca", certs.caCertificate, "--server-name", "localhost", "--count", "1000",
             "--invalid", invalid.joined(separator: ","), "--invalid-at", "100,500,900",
         ]) }
-        let summary = simulator.stop(interrupt: true)
+        let summary = await simulator.stop(interrupt: true)
         let line = output.split(separator: "\n").last.map(String.init) ?? ""
         let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "apns3 client printed \(output)")
         let errors = (report["errors"] as? [[String: Any]] ?? []).map { ($0["status"] as? Int ?? -1, $0["identifier"] as? Int ?? -1) }

@@ -50,7 +50,7 @@ struct PythonGatewayTests {
         let collector = OutcomeCollector()
         let ledger = OutcomeLedger(observers: [collector])
         let seconds = try await GatewayRun.send(tokens, through: transport, ledger: ledger, batchSize: 512)
-        let counters = gateway.stop()
+        let counters = await gateway.stop()
 
         // What the gateway says it took, per token.
         var delivered: [String: Int] = [:]

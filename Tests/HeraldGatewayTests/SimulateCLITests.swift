@@ -18,15 +18,15 @@ final class OutputCollector: Sendable {
 
 @Suite("herald certs, herald simulate, herald send over TLS", .serialized)
 struct SimulateCLITests {
-    func run(_ arguments: [String]) throws -> (Int32, String, String) {
-        let r = try runHerald(arguments)
+    func run(_ arguments: [String]) async throws -> (Int32, String, String) {
+        let r = try await runHerald(arguments)
         return (r.status, r.stdout, r.stderr)
     }
 
     @Test("certs makes a set; simulate prints its ports, serves TLS to herald send, and stops on SIGINT with its counters")
     func endToEnd() async throws {
         let dir = temporaryDirectory() + "/certs"
-        let (status, out, _) = try run(["certs", dir])
+        let (status, out, _) = try await run(["certs", dir])
         #expect(status == 0 && out.contains(#""client_p12":"\#(dir)/client.p12""#))
 
         let bad = String(repeating: "ee", count: 32)
@@ -59,7 +59,7 @@ struct SimulateCLITests {
             return #"{"id":\#(i),"token":"\#(token)","alert":"n\#(i)"}"#
         }
         try (lines.joined(separator: "\n") + "\n").write(toFile: requests, atomically: true, encoding: .utf8)
-        let (sendStatus, outcomes, summary) = try run(["send", "--config", config, requests])
+        let (sendStatus, outcomes, summary) = try await run(["send", "--config", config, requests])
         #expect(sendStatus == 0, "\(summary)")
         let outcomeLines = outcomes.split(separator: "\n")
         #expect(outcomeLines.count == 30)
@@ -69,24 +69,24 @@ struct SimulateCLITests {
 
         // The feedback loop: the uninstalled app's token was accepted, so the feedback service lists it;
         // `herald feedback` writes it to the token store and the next send suppresses it.
-        let (feedbackStatus, tuples, feedbackSummary) = try run(["feedback", "--config", config])
+        let (feedbackStatus, tuples, feedbackSummary) = try await run(["feedback", "--config", config])
         #expect(feedbackStatus == 0, "\(feedbackSummary)")
         #expect(tuples.split(separator: "\n").count == 1 && tuples.contains(#"{"token":"\#(gone)","timestamp":"#), "\(tuples)")
-        let (_, again, againSummary) = try run(["send", "--config", config, requests])
+        let (_, again, againSummary) = try await run(["send", "--config", config, requests])
         #expect(again.split(separator: "\n").contains { $0.contains(#""id":20"#) && $0.contains(#""outcome":"suppressed""#) })
         // The token rejected with status 8 in the first run is suppressed too (the rejection fed the same store).
         #expect(again.split(separator: "\n").contains { $0.contains(#""id":12"#) && $0.contains(#""outcome":"suppressed""#) })
         #expect(againSummary.contains(#""accepted":28,"rejected":0,"dropped":0,"suppressed":2"#), "\(againSummary)")
         #expect(againSummary.contains(#""balanced":true"#), "\(againSummary)")
-        let (_, empty, _) = try run(["feedback", "--config", config])
+        let (_, empty, _) = try await run(["feedback", "--config", config])
         #expect(empty.isEmpty, "the feedback service empties its list once read")
 
         // (Seconds are the store's unit: a registration in the same second as the unregistration does not lift it.)
         let later = String(Int(Date().timeIntervalSince1970) + 2)
         // The app registered again: `herald tokens register` lifts the suppression for that token only.
-        let (registered, _, registerError) = try run(["tokens", "register", "--config", config, "--token", gone, "--at", later])
+        let (registered, _, registerError) = try await run(["tokens", "register", "--config", config, "--token", gone, "--at", later])
         #expect(registered == 0, "\(registerError)")
-        let (_, third, thirdSummary) = try run(["send", "--config", config, requests])
+        let (_, third, thirdSummary) = try await run(["send", "--config", config, requests])
         #expect(third.split(separator: "\n").contains { $0.contains(#""id":20"#) && $0.contains(#""outcome":"accepted""#) })
         #expect(third.split(separator: "\n").contains { $0.contains(#""id":12"#) && $0.contains(#""outcome":"suppressed""#) })
         #expect(thirdSummary.contains(#""accepted":29,"rejected":0,"dropped":0,"suppressed":1"#), "\(thirdSummary)")
@@ -99,8 +99,8 @@ struct SimulateCLITests {
     }
 
     @Test("simulate refuses to listen beyond loopback")
-    func loopbackOnly() throws {
-        let (status, _, err) = try run(["simulate", "--certs", temporaryDirectory(), "--host", "0.0.0.0"])
+    func loopbackOnly() async throws {
+        let (status, _, err) = try await run(["simulate", "--certs", temporaryDirectory(), "--host", "0.0.0.0"])
         #expect(status != 0 && err.contains("loopback only"))
     }
 }

@@ -29,9 +29,9 @@ private struct ChannelsRuns {
 }
 
 /// A P-256 provider token key in a PKCS#8 PEM `.p8` file, as Apple hands them out.
-private func makeChannelsTokenKey(in directory: String) throws -> String {
+private func makeChannelsTokenKey(in directory: String) async throws -> String {
     let path = directory + "/AuthKey_KEY1234567.p8"
-    _ = try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
+    _ = try await runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
     return path
 }
 
@@ -39,26 +39,26 @@ private func makeChannelsTokenKey(in directory: String) throws -> String {
        .serialized, .enabled(if: interopVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
 struct BroadcastInteropTests {
     @Test("h2_channels_client.py vs herald simulate --http2: create two channels, list, read, 50 broadcasts, unknown and missing channel ids, delete, then ChannelNotRegistered")
-    func pythonClientAgainstSimulator() throws {
-        let python = try interopPython()
+    func pythonClientAgainstSimulator() async throws {
+        let python = try await interopPython()
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let key = try makeChannelsTokenKey(in: dir)
+        let key = try await makeChannelsTokenKey(in: dir)
         let certs = sharedCertificates
         let count = 50
-        let simulator = try ExternalServer(try heraldExecutable().path, [
+        let simulator = try await ExternalServer.start(try heraldExecutable().path, [
             "simulate", "--http2", "--certs", certs.directory, "--token-key", key, "--key-id", "KEY1234567",
             "--team-id", "TEAM123456", "--bundle-id", "com.example.app",
         ])
         let port = number(simulator.ready["port"]) ?? -1
-        let run = Result {
-            try runProcess(URL(fileURLWithPath: python), [
+        let run = await catching {
+            try await runProcess(URL(fileURLWithPath: python), [
                 interopScript("h2_channels_client.py"), "--host", "127.0.0.1", "--port", "\(port)", "--server-name", "localhost",
                 "--ca", certs.caCertificate, "--key-file", key, "--key-id", "KEY1234567", "--team-id", "TEAM123456",
                 "--bundle-id", "com.example.app", "--count", "\(count)", "--timeout", "60",
             ])
         }
-        let summary = simulator.stop(interrupt: true)
+        let summary = await simulator.stop(interrupt: true)
         let r = try run.get()
         #expect(r.status == 0, "h2_channels_client.py exited with \(r.status): \(r.stderr)")
         let line = r.stdout.split(separator: "\n").last.map(String.init) ?? ""
@@ -114,18 +114,18 @@ struct BroadcastInteropTests {
     }
 
     @Test("herald channels vs h2_channels_server.py: create (policy 1), list, read, delete, read again fails ChannelNotRegistered; the server verified every JWT; another key is refused")
-    func heraldChannelsAgainstPythonServer() throws {
-        let python = try interopPython()
+    func heraldChannelsAgainstPythonServer() async throws {
+        let python = try await interopPython()
         let dir = temporaryDirectory()
         let otherDir = temporaryDirectory()
         defer {
             try? FileManager.default.removeItem(atPath: dir)
             try? FileManager.default.removeItem(atPath: otherDir)
         }
-        let key = try makeChannelsTokenKey(in: dir)
-        let otherKey = try makeChannelsTokenKey(in: otherDir)
+        let key = try await makeChannelsTokenKey(in: dir)
+        let otherKey = try await makeChannelsTokenKey(in: otherDir)
         let certs = sharedCertificates
-        let server = try ExternalServer(python, [
+        let server = try await ExternalServer.start(python, [
             interopScript("h2_channels_server.py"), "--cert", certs.serverCertificate, "--key", certs.serverKey,
             "--token-key", key, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--bundle-id", "com.example.app",
             "--host", "127.0.0.1", "--port", "0", "--max-seconds", "300",
@@ -140,23 +140,23 @@ struct BroadcastInteropTests {
         }
         let config = dir + "/herald.json", otherConfig = otherDir + "/herald.json"
 
-        let runs = Result { () throws -> ChannelsRuns in
+        let runs = await catching { () async throws -> ChannelsRuns in
             try writeConfig(config, key: key)
             try writeConfig(otherConfig, key: otherKey)
             let channels = ["channels"]
             let common = ["--config", config, "--bundle-id", "com.example.app"]
-            let create = try runHerald(channels + ["create"] + common + ["--storage-policy", "1"])
+            let create = try await runHerald(channels + ["create"] + common + ["--storage-policy", "1"])
             let id = jsonLines(create.stdout).first?["channelId"] as? String ?? "missing-channel-id"
             return ChannelsRuns(
                 create: create,
-                list: try runHerald(channels + ["list"] + common),
-                read: try runHerald(channels + ["read"] + common + ["--channel-id", id]),
-                delete: try runHerald(channels + ["delete"] + common + ["--channel-id", id]),
-                readAgain: try runHerald(channels + ["read"] + common + ["--channel-id", id]),
-                listAgain: try runHerald(channels + ["list"] + common),
-                otherKey: try runHerald(channels + ["list", "--config", otherConfig, "--bundle-id", "com.example.app"]))
+                list: try await runHerald(channels + ["list"] + common),
+                read: try await runHerald(channels + ["read"] + common + ["--channel-id", id]),
+                delete: try await runHerald(channels + ["delete"] + common + ["--channel-id", id]),
+                readAgain: try await runHerald(channels + ["read"] + common + ["--channel-id", id]),
+                listAgain: try await runHerald(channels + ["list"] + common),
+                otherKey: try await runHerald(channels + ["list", "--config", otherConfig, "--bundle-id", "com.example.app"]))
         }
-        let summary = server.stop(interrupt: true)
+        let summary = await server.stop(interrupt: true)
         let r = try runs.get()
 
         #expect(r.create.status == 0, "\(r.create.stderr)")

@@ -16,31 +16,32 @@ import Darwin
 // MARK: - herald simulate --http2 against a Python HTTP/2 client (PyPI h2)
 
 /// A fresh provider token key, as Apple hands it out: a P-256 key in a PKCS#8 PEM `.p8` file.
-private func makeTokenKey(in directory: String, name: String) throws -> String {
+private func makeTokenKey(in directory: String, name: String) async throws -> String {
     let path = directory + "/" + name
-    _ = try runCommand("/bin/sh", ["-c", "openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out \"$0\"", path])
+    _ = try await runCommand("/bin/sh", ["-c", "openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out \"$0\"", path])
     return path
 }
 
 /// Runs `body` with `herald simulate --http2` serving token authentication for `key`;
 /// stops it (SIGINT) whatever `body` does and returns what `body` returned and the simulator's last line.
 private func withHTTP2Simulator<T>(
-    tokenKey key: String, extra: [String] = [], _ body: (_ port: Int) throws -> T
-) throws -> (T, summary: [String: Any]) {
+    tokenKey key: String, extra: [String] = [], _ body: (_ port: Int) async throws -> T
+) async throws -> (T, summary: [String: Any]) {
     let certs = sharedCertificates
-    let simulator = try ExternalServer(try heraldExecutable().path, [
+    let simulator = try await ExternalServer.start(try heraldExecutable().path, [
         "simulate", "--http2", "--certificate", certs.serverCertificate, "--key", certs.serverKey, "--client-ca", certs.caCertificate,
         "--token-key", key, "--key-id", "KEY1234567", "--team-id", "TEAM123456",
     ] + extra)
-    let result = Result { try body(simulator.ready["port"] as? Int ?? -1) }
-    let summary = simulator.stop(interrupt: true)
+    let result: Result<T, any Error>
+    do { result = .success(try await body(simulator.ready["port"] as? Int ?? -1)) } catch { result = .failure(error) }
+    let summary = await simulator.stop(interrupt: true)
     return (try result.get(), summary)
 }
 
 /// Runs `Tests/Interop/h2_client.py` and returns its JSON line.
-private func runH2Client(python: String, port: Int, key: String, count: Int, extra: [String] = []) throws -> [String: Any] {
+private func runH2Client(python: String, port: Int, key: String, count: Int, extra: [String] = []) async throws -> [String: Any] {
     let script = repositoryRoot().appendingPathComponent("Tests/Interop/h2_client.py").path
-    let output = try runCommand(python, [
+    let output = try await runCommand(python, [
         script, "--host", "127.0.0.1", "--port", "\(port)", "--server-name", "localhost", "--ca", sharedCertificates.caCertificate,
         "--key-file", key, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--topic", "com.example.app",
         "--count", "\(count)", "--timeout", "120",
@@ -55,14 +56,14 @@ private func int(_ value: Any?) -> Int? { (value as? NSNumber)?.intValue }
        .enabled(if: interopVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
 struct H2ClientInteropTests {
     @Test("500 requests from h2: a BadDeviceToken, an Unregistered with its timestamp, the rest 200 with their apns-id; the stream limit rises from 1; nothing twice")
-    func fiveHundred() throws {
-        let python = try interopPython()
+    func fiveHundred() async throws {
+        let python = try await interopPython()
         let dir = temporaryDirectory()
-        let key = try makeTokenKey(in: dir, name: "AuthKey_KEY1234567.p8")
+        let key = try await makeTokenKey(in: dir, name: "AuthKey_KEY1234567.p8")
         let bad = String(repeating: "ba", count: 32), dead = String(repeating: "de", count: 32)
         let started = Int(Date().timeIntervalSince1970 * 1000)
-        let (report, summary) = try withHTTP2Simulator(tokenKey: key, extra: ["--bad-token", bad, "--unregistered-token", dead]) { port in
-            try runH2Client(python: python, port: port, key: key, count: 500, extra: ["--token-at", "100:\(bad)", "--token-at", "400:\(dead)"])
+        let (report, summary) = try await withHTTP2Simulator(tokenKey: key, extra: ["--bad-token", bad, "--unregistered-token", dead]) { port in
+            try await runH2Client(python: python, port: port, key: key, count: 500, extra: ["--token-at", "100:\(bad)", "--token-at", "400:\(dead)"])
         }
         let finished = Int(Date().timeIntervalSince1970 * 1000)
 
@@ -93,13 +94,13 @@ struct H2ClientInteropTests {
     }
 
     @Test("a token signed by another key: 403 InvalidProviderToken, one stream at a time, nothing delivered")
-    func otherKey() throws {
-        let python = try interopPython()
+    func otherKey() async throws {
+        let python = try await interopPython()
         let dir = temporaryDirectory()
-        let key = try makeTokenKey(in: dir, name: "AuthKey_KEY1234567.p8")
-        let other = try makeTokenKey(in: dir, name: "other.p8")
-        let (report, summary) = try withHTTP2Simulator(tokenKey: key) { port in
-            try runH2Client(python: python, port: port, key: other, count: 3)
+        let key = try await makeTokenKey(in: dir, name: "AuthKey_KEY1234567.p8")
+        let other = try await makeTokenKey(in: dir, name: "other.p8")
+        let (report, summary) = try await withHTTP2Simulator(tokenKey: key) { port in
+            try await runH2Client(python: python, port: port, key: other, count: 3)
         }
         #expect(int(report["answered"]) == 3 && report["statuses"] as? [String: Int] == ["403": 3], "\(report)")
         #expect(report["reasons"] as? [String: Int] == ["InvalidProviderToken": 3], "\(report)")

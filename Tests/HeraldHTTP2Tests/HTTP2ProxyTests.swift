@@ -32,7 +32,7 @@ func waitForListener(_ port: Int, seconds: Double = 20) throws {
 struct HTTP2ProxyTests {
     @Test("CONNECT through proxy.py, TLS and HTTP/2 inside the tunnel: every request answered once; a proxy that is not there fails with its address")
     func throughProxy() async throws {
-        let python = try interopPython()
+        let python = try await interopPython()
         let port = try freePort()
         // proxy.py runs its acceptor and workers as child processes: stopping it means killing them too.
         let proxy = Process()
@@ -43,7 +43,7 @@ struct HTTP2ProxyTests {
         try proxy.run()
         let pid = proxy.processIdentifier
         func stopProxy() {
-            _ = try? runCommand("/usr/bin/pkill", ["-KILL", "-P", "\(pid)"])
+            _ = try? runCommandBlocking("/usr/bin/pkill", ["-KILL", "-P", "\(pid)"])
             kill(pid, SIGKILL)
             proxy.waitUntilExit()
         }
@@ -61,7 +61,7 @@ struct HTTP2ProxyTests {
         #expect(transport.statistics.connections == 1)
 
         // No proxy on that port any more: every request fails, naming why.
-        stopProxy()
+        await stopProxy()
         var gone = setup.configuration()
         gone.proxy = HTTPProxy(host: "127.0.0.1", port: port)
         gone.delivery.maxOutage = .milliseconds(500)

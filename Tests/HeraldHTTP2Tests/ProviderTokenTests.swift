@@ -8,9 +8,9 @@ import Testing
 @testable import HeraldHTTP2
 
 /// A `.p8` key made by the `openssl` command line, as Apple's are: PKCS #8 PEM, P-256.
-func opensslP8(in dir: String) throws -> String {
+func opensslP8(in dir: String) async throws -> String {
     let path = dir + "/AuthKey_KEY1234567.p8"
-    _ = try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
+    _ = try await runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path])
     return path
 }
 
@@ -21,10 +21,10 @@ func testKey() throws -> ProviderTokenKey {
 @Suite("Provider tokens: ES256 JWTs, signed once per team")
 struct ProviderTokenTests {
     @Test("a token is header.claims.signature, base64url, and the openssl command line verifies the signature")
-    func signAndVerifyWithOpenSSL() throws {
+    func signAndVerifyWithOpenSSL() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let key = try ProviderTokenKey(p8File: try opensslP8(in: dir), keyID: "KEY1234567", teamID: "TEAM123456")
+        let key = try await ProviderTokenKey(p8File: try opensslP8(in: dir), keyID: "KEY1234567", teamID: "TEAM123456")
         let token = try key.sign(issuedAt: 1_700_000_000)
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         #expect(parts.count == 3)
@@ -38,25 +38,25 @@ struct ProviderTokenTests {
         let der = try P256.Signing.ECDSASignature(rawRepresentation: raw).derRepresentation
         try Data(der).write(to: URL(fileURLWithPath: dir + "/sig.der"))
         try Data("\(parts[0]).\(parts[1])".utf8).write(to: URL(fileURLWithPath: dir + "/input"))
-        _ = try runCommand("/usr/bin/openssl", ["pkey", "-in", dir + "/AuthKey_KEY1234567.p8", "-pubout", "-out", dir + "/pub.pem"])
-        let verified = try runCommand("/usr/bin/openssl", ["dgst", "-sha256", "-verify", dir + "/pub.pem", "-signature", dir + "/sig.der", dir + "/input"])
+        _ = try await runCommand("/usr/bin/openssl", ["pkey", "-in", dir + "/AuthKey_KEY1234567.p8", "-pubout", "-out", dir + "/pub.pem"])
+        let verified = try await runCommand("/usr/bin/openssl", ["dgst", "-sha256", "-verify", dir + "/pub.pem", "-signature", dir + "/sig.der", dir + "/input"])
         #expect(verified.contains("Verified OK"))
         // A token altered after signing does not verify.
         try Data("\(parts[0]).\(parts[1])x".utf8).write(to: URL(fileURLWithPath: dir + "/input"))
-        #expect(throws: (any Error).self) {
-            _ = try runCommand("/usr/bin/openssl", ["dgst", "-sha256", "-verify", dir + "/pub.pem", "-signature", dir + "/sig.der", dir + "/input"])
+        await #expect(throws: (any Error).self) {
+            _ = try await runCommand("/usr/bin/openssl", ["dgst", "-sha256", "-verify", dir + "/pub.pem", "-signature", dir + "/sig.der", dir + "/input"])
         }
     }
 
     @Test("bad keys and identifiers are errors naming the file or the field")
-    func badKeys() throws {
+    func badKeys() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let missing = dir + "/missing.p8"
         #expect(throws: ProviderTokenError.self) { try ProviderTokenKey(p8File: missing, keyID: "KEY1234567", teamID: "TEAM123456") }
         do { _ = try ProviderTokenKey(p8File: missing, keyID: "KEY1234567", teamID: "TEAM123456") } catch { #expect(error.description.contains(missing)) }
         let rsa = dir + "/rsa.p8"
-        _ = try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", rsa])
+        _ = try await runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", rsa])
         do {
             _ = try ProviderTokenKey(p8File: rsa, keyID: "KEY1234567", teamID: "TEAM123456")
             Issue.record("an RSA key was taken")

@@ -5,10 +5,10 @@ import Testing
 @Suite("herald executable", .serialized)
 struct CLITests {
     @Test("send: one outcome line per request, a balanced summary, exit 0")
-    func send() throws {
+    func send() async throws {
         let lines = (0..<50).map { #"{"id":\#($0),"token":"\#(goodToken)","alert":"n\#($0)"}"# } + ["not json"]
         let input = try temporaryFile(lines.joined(separator: "\n") + "\n")
-        let (status, stdout, summary) = try runHerald(["send", input])
+        let (status, stdout, summary) = try await runHerald(["send", input])
         #expect(status == 0)
         let outcomes = stdout.split(separator: "\n")
         #expect(outcomes.count == 51)
@@ -19,9 +19,9 @@ struct CLITests {
     }
 
     @Test("send: a setup error (bad configuration) exits non-zero naming the file and key")
-    func setupError() throws {
+    func setupError() async throws {
         let config = try temporaryFile(#"{"payload":{"policy":"sometimes"}}"#, suffix: ".json")
-        let (status, _, stderr) = try runHerald(["send", "--config", config, "/dev/null"])
+        let (status, _, stderr) = try await runHerald(["send", "--config", config, "/dev/null"])
         #expect(status != 0)
         #expect(stderr.contains("\(config): payload.policy: must be one of"))
     }
@@ -96,12 +96,12 @@ final class ResultBox: @unchecked Sendable {
 @Suite("Configuration paths")
 struct ConfigurationPathTests {
     @Test("relative paths in a configuration file are relative to its folder, not to where herald runs (issue 12, item 8)")
-    func relativeToConfigurationFile() throws {
+    func relativeToConfigurationFile() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-paths-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
         try #"{"outcomes":"state/outcomes.jsonl","tokens":{"path":"state/tokens.db"}}"#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
         let input = try temporaryFile(#"{"id":1,"token":"\#(goodToken)","alert":"hi"}"# + "\n")
-        let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", input])
+        let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", input])
         #expect(status == 0, "\(stderr)")
         #expect(FileManager.default.fileExists(atPath: dir + "/state/tokens.db"))
         let outcomes = try String(contentsOfFile: dir + "/state/outcomes.jsonl", encoding: .utf8)
@@ -114,57 +114,57 @@ struct ConfigurationPathTests {
 @Suite("herald send and certs: small things")
 struct SmallThingsTests {
     @Test("a byte-order mark before line 1 does not drop it")
-    func byteOrderMark() throws {
+    func byteOrderMark() async throws {
         let input = try temporaryFile("\u{FEFF}" + #"{"id":1,"token":"\#(goodToken)","alert":"hi"}"# + "\n")
-        let (status, stdout, _) = try runHerald(["send", input])
+        let (status, stdout, _) = try await runHerald(["send", input])
         #expect(status == 0 && stdout.contains(#""line":1,"token""#) && stdout.contains(#""outcome":"accepted""#))
     }
 
     @Test("a badge beyond the integer range says so; a token that is not 32 bytes is dropped before the wire")
-    func rangesAndSizes() throws {
+    func rangesAndSizes() async throws {
         let lines = [#"{"id":1,"token":"\#(goodToken)","badge":99999999999999999999999}"#,
                      #"{"id":2,"token":"\#(String(repeating: "ab", count: 16))","alert":"short token"}"#]
-        let (status, stdout, _) = try runHerald(["send", try temporaryFile(lines.joined(separator: "\n") + "\n")])
+        let (status, stdout, _) = try await runHerald(["send", try temporaryFile(lines.joined(separator: "\n") + "\n")])
         #expect(status == 0)
         #expect(stdout.contains("out of range"), "\(stdout)")
         #expect(stdout.contains("binary interface takes 32"), "\(stdout)")
     }
 
     @Test("a directory as input is named as such")
-    func directoryInput() throws {
-        let (status, _, stderr) = try runHerald(["send", FileManager.default.temporaryDirectory.path])
+    func directoryInput() async throws {
+        let (status, _, stderr) = try await runHerald(["send", FileManager.default.temporaryDirectory.path])
         #expect(status == 1 && stderr.contains("Is a directory") && stderr.contains(FileManager.default.temporaryDirectory.path.split(separator: "/").last.map(String.init) ?? "tmp"))
     }
 
     @Test("herald certs does not overwrite a CA key without --force")
-    func certsKeepsTheCAKey() throws {
+    func certsKeepsTheCAKey() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-certs-\(UUID().uuidString)").path
-        #expect(try runHerald(["certs", dir]).status == 0)
+        #expect(try await runHerald(["certs", dir]).status == 0)
         let key = try String(contentsOfFile: dir + "/ca-key.pem", encoding: .utf8)
-        let again = try runHerald(["certs", dir])
+        let again = try await runHerald(["certs", dir])
         #expect(again.status != 0 && again.stderr.contains("does not overwrite"))
         #expect(try String(contentsOfFile: dir + "/ca-key.pem", encoding: .utf8) == key)
-        #expect(try runHerald(["certs", dir, "--force"]).status == 0)
+        #expect(try await runHerald(["certs", dir, "--force"]).status == 0)
     }
 }
 
 @Suite("herald validate")
 struct ValidateCLITests {
     @Test("reports the requests that would be dropped or truncated, and why; sends nothing; exit 3")
-    func reports() throws {
+    func reports() async throws {
         let long = String(repeating: "x", count: 3000)
         let lines = [#"{"id":1,"token":"\#(goodToken)","alert":"fine"}"#, "not json",
                      #"{"id":3,"token":"\#(goodToken)","alert":"\#(long)"}"#]
         let input = try temporaryFile(lines.joined(separator: "\n") + "\n")
         let config = try temporaryFile(#"{"payload":{"policy":"truncate"}}"#, suffix: ".json")
-        let (status, stdout, stderr) = try runHerald(["validate", "--config", config, input])
+        let (status, stdout, stderr) = try await runHerald(["validate", "--config", config, input])
         #expect(status == 3)
         let out = stdout.split(separator: "\n")
         #expect(out.count == 2)
         #expect(out.contains { $0.contains(#""line":2,"outcome":"dropped""#) })
         #expect(out.contains { $0.contains(#""line":3,"id":3,"outcome":"truncated","from":"#) && $0.contains(#""to":2048"#) })
         #expect(stderr.contains(#"{"validate":{"requests":3,"ok":1,"dropped":1,"truncated":1}}"#))
-        let clean = try runHerald(["validate", try temporaryFile(lines[0] + "\n")])
+        let clean = try await runHerald(["validate", try temporaryFile(lines[0] + "\n")])
         #expect(clean.status == 0 && clean.stdout.isEmpty)
     }
 }

@@ -8,7 +8,7 @@ struct HTTP2SendTests {
     func send() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        _ = try await offPool { try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
+        _ = try await offPool { try runCommandBlocking("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
         let good = String(repeating: "ab", count: 32), bad = String(repeating: "cd", count: 32), gone = String(repeating: "ef", count: 32)
         try #"""
         {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.db"},
@@ -30,7 +30,7 @@ struct HTTP2SendTests {
         // HTTP/2 takes tokens of any length: the binary interface's 32-byte rule (its framer) is not applied.
         lines.append(#"{"id":907,"token":"\#(String(repeating: "5a", count: 100))","topic":"com.example.app","alert":"long token"}"#)
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
-        let (status, _, stderr) = try await offPool { try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (status, _, stderr) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
         #expect(status == 0, "rejections are outcomes, not failures: \(stderr)")
         let outcomes = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(outcomes.count == 208)
@@ -44,7 +44,7 @@ struct HTTP2SendTests {
         #expect(outcomes.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
         #expect(outcomes.contains { $0.contains(#""id":902"#) && $0.contains(#""outcome":"dropped""#) })
         // The 410 is in the store under the request's topic, with APNs' time and its source.
-        let (listed, store, listError) = try await offPool { try runHerald(["tokens", "export", "--config", dir + "/herald.json"]) }
+        let (listed, store, listError) = try await offPool { try runHeraldBlocking(["tokens", "export", "--config", dir + "/herald.json"]) }
         #expect(listed == 0, "\(listError)")
         #expect(store.contains(gone) && store.contains(#""topic":"com.example.app""#) && store.contains(#""unregisteredSource":"http-410""#))
         #expect(!store.contains(good))
@@ -58,7 +58,7 @@ struct HTTP2SendTests {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let certs = sharedCertificates
-        _ = try await offPool { try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
+        _ = try await offPool { try runCommandBlocking("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
         let good = String(repeating: "ab", count: 32), bad = String(repeating: "cd", count: 32), gone = String(repeating: "ef", count: 32)
         let simulator = try await offPool { try ExternalServer(try heraldExecutable().path, [
             "simulate", "--http2", "--certs", certs.directory, "--token-key", dir + "/AuthKey.p8", "--key-id", "KEY1234567",
@@ -75,7 +75,7 @@ struct HTTP2SendTests {
         lines += [#"{"id":900,"token":"\#(bad)","alert":"x"}"#, #"{"id":901,"token":"\#(gone)","alert":"x"}"#]
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
 
-        let (status, _, stderr) = try await offPool { try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (status, _, stderr) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
         #expect(status == 0, "\(stderr)")
         let first = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(first.count == 302)
@@ -84,7 +84,7 @@ struct HTTP2SendTests {
         #expect(first.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
 
         // The same requests again: the dead token is suppressed before it reaches the wire.
-        let (again, _, stderr2) = try await offPool { try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (again, _, stderr2) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
         #expect(again == 0, "\(stderr2)")
         let second = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(second.contains { $0.contains(#""id":901"#) && $0.contains(#""outcome":"suppressed""#) })
@@ -92,13 +92,13 @@ struct HTTP2SendTests {
         // (Seconds are the store's unit: a registration in the same second as the unregistration does not lift it.)
         let later = String(Int(Date().timeIntervalSince1970) + 2)
         // The app registered again after the 410: the token goes out again.
-        let (registered, _, registerError) = try await offPool { try runHerald(["tokens", "register", "--config", dir + "/herald.json", "--token", gone, "--topic", "com.example.app", "--at", later]) }
+        let (registered, _, registerError) = try await offPool { try runHeraldBlocking(["tokens", "register", "--config", dir + "/herald.json", "--token", gone, "--topic", "com.example.app", "--at", later]) }
         #expect(registered == 0, "\(registerError)")
-        let (third, _, stderr3) = try await offPool { try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (third, _, stderr3) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
         #expect(third == 0, "\(stderr3)")
         let thirdLines = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(thirdLines.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410"#) })
-        let summary = simulator.stop(interrupt: true)
+        let summary = await simulator.stop(interrupt: true)
         #expect(summary["delivered"] as? Int == 900 && summary["duplicates"] as? Int == 0 && summary["provider_tokens"] as? Int == 3)
         for secret in [try String(contentsOfFile: dir + "/AuthKey.p8", encoding: .utf8), "eyJ"] {
             #expect(!stderr.contains(secret) && !stderr2.contains(secret), "no key or JWT in the output")
@@ -110,7 +110,7 @@ struct HTTP2SendTests {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let certs = sharedCertificates
-        _ = try await offPool { try runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
+        _ = try await offPool { try runCommandBlocking("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
         let simulator = try await offPool { try ExternalServer(try heraldExecutable().path, [
             "simulate", "--http2", "--certs", certs.directory, "--token-key", dir + "/AuthKey.p8", "--key-id", "KEY1234567", "--team-id", "TEAM123456",
         ]) }
@@ -120,39 +120,39 @@ struct HTTP2SendTests {
          "transport":{"type":"http2","host":"127.0.0.1","port":\#(port),"serverName":"localhost","caFile":"\#(certs.caCertificate)",
                       "topic":"com.example.app","providerToken":{"keyFile":"AuthKey.p8","keyID":"KEY1234567","teamID":"TEAM123456"}}}
         """#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
-        func channels(_ arguments: [String]) throws -> (Int32, [[String: Any]], String) {
-            let (status, stdout, stderr) = try runHerald(["channels"] + arguments + ["--config", dir + "/herald.json"])
+        func channels(_ arguments: [String]) async throws -> (Int32, [[String: Any]], String) {
+            let (status, stdout, stderr) = try await runHerald(["channels"] + arguments + ["--config", dir + "/herald.json"])
             let lines = stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             return (status, lines, stderr)
         }
-        let (s1, created, e1) = try channels(["create", "--storage-policy", "1"])
-        let (s2, second, _) = try channels(["create"])
+        let (s1, created, e1) = try await channels(["create", "--storage-policy", "1"])
+        let (s2, second, _) = try await channels(["create"])
         #expect(s1 == 0 && s2 == 0, "\(e1)")
         let live = try #require(created.first?["channelId"] as? String), other = try #require(second.first?["channelId"] as? String)
         #expect(created.first?["created"] as? Bool == true && live != other)
-        #expect(try channels(["list"]).1.compactMap { $0["channelId"] as? String } == [live, other])
-        let read = try channels(["read", "--channel-id", live]).1.first
+        await #expect(try channels(["list"]).1.compactMap { $0["channelId"] as? String } == [live, other])
+        let read = try await channels(["read", "--channel-id", live]).1.first
         #expect(read?["storagePolicy"] as? Int == 1 && read?["pushType"] as? String == "LiveActivity")
 
-        func send(_ ids: ClosedRange<Int>, to channel: String) throws -> [Substring] {
+        func send(_ ids: ClosedRange<Int>, to channel: String) async throws -> [Substring] {
             let lines = ids.map { #"{"id":\#($0),"channel-id":"\#(channel)","event":"update","content-state":{"score":\#($0)},"timestamp":1700000000}"# }
             try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
-            let (status, _, stderr) = try runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+            let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
             #expect(status == 0, "\(stderr)")
             return try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         }
-        let first = try send(1...50, to: live)
+        let first = try await send(1...50, to: live)
         #expect(first.count == 50 && first.allSatisfy { $0.contains(#""outcome":"accepted""#) && $0.contains(#""channelId":"\#(live)""#) && !$0.contains("token") })
 
-        let (deleted, gone, _) = try channels(["delete", "--channel-id", live])
+        let (deleted, gone, _) = try await channels(["delete", "--channel-id", live])
         #expect(deleted == 0 && gone.first?["deleted"] as? Bool == true)
-        let (readStatus, _, readError) = try channels(["read", "--channel-id", live])
+        let (readStatus, _, readError) = try await channels(["read", "--channel-id", live])
         #expect(readStatus != 0 && readError.contains("ChannelNotRegistered"))
-        #expect(try channels(["list"]).1.compactMap { $0["channelId"] as? String } == [other])
-        let after = try send(51...52, to: live)
+        await #expect(try channels(["list"]).1.compactMap { $0["channelId"] as? String } == [other])
+        let after = try await send(51...52, to: live)
         #expect(after.count == 2 && after.allSatisfy { $0.contains(#""status":400,"reason":"ChannelNotRegistered""#) })
 
-        let summary = simulator.stop(interrupt: true)
+        let summary = await simulator.stop(interrupt: true)
         #expect(summary["broadcasts"] as? Int == 50 && summary["channels"] as? Int == 1 && summary["duplicates"] as? Int == 0)
     }
 }

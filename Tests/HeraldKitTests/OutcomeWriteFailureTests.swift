@@ -10,18 +10,29 @@ struct OutcomeWriteFailureTests {
     }
 
     @Test("--outcomes /dev/full: exit 4, the error named, the summary counts what was not written")
-    func fullDisk() throws {
-        let (status, _, stderr) = try runHerald(["send", "--outcomes", "/dev/full", try Self.requests(200)])
+    func fullDisk() async throws {
+        let (status, _, stderr) = try await runHerald(["send", "--outcomes", "/dev/full", try Self.requests(200)])
         #expect(status == 4, "\(stderr)")
         #expect(stderr.contains("/dev/full") && stderr.contains("No space left on device"))
         #expect(stderr.contains(#""outcomes_written":0"#) && stderr.contains(#""outcomes_not_written":"#))
     }
 
     @Test("standard output closed early (| head -1): no death by SIGPIPE; exit 4 with a summary")
-    func closedPipe() throws {
+    func closedPipe() async throws {
+        let requests = try Self.requests(50_000)
+        let (reason, status, first, stderr) = try await offPool { try Self.closePipeEarly(requests) }
+        #expect(reason == .exit, "killed by a signal")
+        #expect(status == 4, "\(stderr)")
+        #expect(first.contains(#""outcome":"accepted""#))
+        #expect(stderr.contains("Broken pipe") && stderr.contains(#""summary""#) && stderr.contains(#""balanced":true"#))
+    }
+
+    /// Runs `herald send` on `requests`, reads one line and closes its standard output; how it
+    /// ended, its first line and its standard error. Blocks its thread.
+    static func closePipeEarly(_ requests: String) throws -> (Process.TerminationReason, Int32, String, String) {
         let p = Process()
         p.executableURL = try heraldExecutable()
-        p.arguments = ["send", try Self.requests(50_000)]
+        p.arguments = ["send", requests]
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
         p.standardError = err
@@ -33,9 +44,6 @@ struct OutcomeWriteFailureTests {
         try reader.close()
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
-        #expect(p.terminationReason == .exit, "killed by a signal")
-        #expect(p.terminationStatus == 4, "\(stderr)")
-        #expect(String(decoding: first, as: UTF8.self).contains(#""outcome":"accepted""#))
-        #expect(stderr.contains("Broken pipe") && stderr.contains(#""summary""#) && stderr.contains(#""balanced":true"#))
+        return (p.terminationReason, p.terminationStatus, String(decoding: first, as: UTF8.self), stderr)
     }
 }

@@ -6,17 +6,17 @@ import Testing
 import Glibc
 #endif
 
-private func startServe(in dir: String, queue: Int = 20_000) throws -> ExternalServer {
+private func startServe(in dir: String, queue: Int = 20_000) async throws -> ExternalServer {
     try "a-test-token-0123456789abcdef\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
     try #"""
     {"serve":{"apiTokensFile":"api-tokens","queue":\#(queue)},"transport":{"type":"simulator"},"outcomes":"outcomes.jsonl",
      "pipeline":{"batchSize":256}}
     """#.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
-    return try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"])
+    return try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"])
 }
 
-private func runClient(port: Int, dir: String, _ extra: [String]) throws -> [String: Any] {
-    try runServeClient(port: port, tokenFile: dir + "/api-tokens", extra)
+private func runClient(port: Int, dir: String, _ extra: [String]) async throws -> [String: Any] {
+    try await runServeClient(port: port, tokenFile: dir + "/api-tokens", extra)
 }
 
 /// Outcome lines by the caller's `id`.
@@ -37,9 +37,9 @@ struct ServeTests {
     func api() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let server = try await offPool { try startServe(in: dir) }
+        let server = try await startServe(in: dir)
         let port = server.ready["port"] as! Int
-        let r = try await offPool { try runClient(port: port, dir: dir, ["--count", "20000", "--batch", "500"]) }
+        let r = try await runClient(port: port, dir: dir, ["--count", "20000", "--batch", "500"])
         let checks = r["checks"] as? [String: Any] ?? [:]
         #expect(checks["healthz"] as? Int == 200 && checks["readyz"] as? Int == 200 && checks["healthz_after"] as? Int == 200)
         #expect(checks["no_token"] as? Int == 401 && checks["wrong_token"] as? Int == 401 && checks["www_authenticate"] as? String == "Bearer")
@@ -48,7 +48,7 @@ struct ServeTests {
         #expect((checks["get_first"] as? [Any])?.last as? String == "decided" && checks["get_unknown"] as? Int == 404)
         #expect(r["accepted"] as? Int == 20_000)
         let metrics = r["metrics"] as? [String: Double] ?? [:]
-        let summary = try await offPool { server.stop(interrupt: true) }
+        let summary = try await offPool { server.stopBlocking(interrupt: true) }
         let fields = summary["summary"] as? [String: Any] ?? [:]
         #expect(fields["entered"] as? Int == 20_000 && fields["balanced"] as? Bool == true, "\(summary)")
         let byID = try outcomesByCallerID(dir + "/outcomes.jsonl")
@@ -72,12 +72,12 @@ struct ServeTests {
     func sigtermUnderLoad() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let server = try await offPool { try startServe(in: dir, queue: 50_000) }
+        let server = try await startServe(in: dir, queue: 50_000)
         let port = server.ready["port"] as! Int
-        let r = try await offPool { try runClient(port: port, dir: dir, [
+        let r = try await runClient(port: port, dir: dir, [
             "--count", "1000000", "--batch", "1000", "--signal-pid", String(server.processIdentifier), "--signal-after", "200",
-        ]) }
-        let summary = try await offPool { server.stop() }
+        ])
+        let summary = try await offPool { server.stopBlocking() }
         let ids = r["ids"] as? [String: Int] ?? [:]
         let accepted = r["accepted"] as? Int ?? -1, refused = r["refused"] as? Int ?? -1
         #expect(accepted >= 200_000 && refused > 0 && accepted + refused == 1_000_000, "accepted \(accepted), refused \(refused)")
@@ -93,22 +93,22 @@ struct ServeTests {
     func openAPI() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let server = try await offPool { try startServe(in: dir) }
-        defer { server.stop(interrupt: true) }
+        let server = try await startServe(in: dir)
+        defer { server.stopBlocking(interrupt: true) }
         let port = server.ready["port"] as! Int
         let committed = try Data(contentsOf: repositoryRoot().appendingPathComponent("Sources/HeraldService/openapi.yaml"))
-        let python = try interopPython()
-        func get(_ path: String) throws -> String {
-            try runCommand(python, ["-c", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())", "http://127.0.0.1:\(port)" + path])
+        let python = try await interopPython()
+        func get(_ path: String) async throws -> String {
+            try await runCommand(python, ["-c", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())", "http://127.0.0.1:\(port)" + path])
         }
-        let served = try get("/openapi.yaml")
+        let served = try await get("/openapi.yaml")
         #expect(Data(served.utf8) == committed, "GET /openapi.yaml serves Sources/HeraldService/openapi.yaml")
         let st = URL(fileURLWithPath: python).deletingLastPathComponent().appendingPathComponent("st").path
         let command = "cd \"$0\" && \"$1\" run http://127.0.0.1:\(port)/openapi.yaml -H 'Authorization: Bearer a-test-token-0123456789abcdef' --checks all -n 50 --generation-deterministic --no-color"
-        let (status, out, err) = try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", command, dir, st])
+        let (status, out, err) = try await runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", command, dir, st])
         #expect(status == 0, "schemathesis: \(out.suffix(3000)) \(err.suffix(1000))")
         #expect(out.contains("No issues found"), "\(out.suffix(2000))")
-        #expect(try get("/healthz").contains("ok"))
+        await #expect(try get("/healthz").contains("ok"))
     }
 
     @Test("/readyz follows the transport: 200 while the gateway has not failed, 503 naming the endpoint once every connection attempt fails, and the request still ends with one outcome")
@@ -142,9 +142,9 @@ struct ServeTests {
                 later = get("/readyz")
             print(json.dumps({"first": first[0], "posted": posted, "later": later[0], "reason": later[1].get("reason", "")}))
             """
-        let out = try await offPool { try runCommand(try interopPython(), ["-c", script, String(server.ready["port"] as! Int)]) }
+        let out = try await offPool { try runCommandBlocking(try interopPythonBlocking(), ["-c", script, String(server.ready["port"] as! Int)]) }
         let r = try #require(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last ?? "").utf8)) as? [String: Any])
-        let summary = (try await offPool { server.stop(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
+        let summary = (try await offPool { server.stopBlocking(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
         #expect(r["first"] as? Int == 200 && r["posted"] as? Int == 202, "\(r)")
         #expect(r["later"] as? Int == 503 && (r["reason"] as? String ?? "").contains("127.0.0.1:\(port)"), "\(r)")
         #expect(summary["entered"] as? Int == 1 && summary["failed"] as? Int == 1 && summary["balanced"] as? Bool == true, "\(summary)")

@@ -16,7 +16,7 @@ private func clientToken(_ k: Int) -> String {
 private let webhookToken = "webhook-secret-0123456789"
 
 /// `herald serve` on the simulator with `invalid` tokens and a webhook to `url`.
-private func startServe(in dir: String, url: String, invalid: [Int], webhook extra: String) throws -> ExternalServer {
+private func startServe(in dir: String, url: String, invalid: [Int], webhook extra: String) async throws -> ExternalServer {
     try "a-test-token-0123456789abcdef\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
     try "\(webhookToken)\n".write(toFile: dir + "/webhook-token", atomically: true, encoding: .utf8)
     let tokens = invalid.map { "\"\(clientToken($0))\"" }.joined(separator: ",")
@@ -24,13 +24,13 @@ private func startServe(in dir: String, url: String, invalid: [Int], webhook ext
     {"serve":{"apiTokensFile":"api-tokens"},"transport":{"type":"simulator","invalidTokens":[\(tokens)]},
      "outcomes":{"path":"outcomes.jsonl","webhook":{"url":"\(url)","tokenFile":"webhook-token","batch":16,"flushMilliseconds":100\(extra)}}}
     """.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
-    return try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"])
+    return try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"])
 }
 
 /// Posts `count` requests with serve_client.py; the service's metrics once every outcome is decided.
 @discardableResult
-private func post(port: Int, dir: String, count: Int) throws -> [String: Double] {
-    let report = try runServeClient(port: port, tokenFile: dir + "/api-tokens", ["--count", String(count), "--batch", "500"])
+private func post(port: Int, dir: String, count: Int) async throws -> [String: Double] {
+    let report = try await runServeClient(port: port, tokenFile: dir + "/api-tokens", ["--count", String(count), "--batch", "500"])
     return report["metrics"] as? [String: Double] ?? [:]
 }
 
@@ -48,15 +48,15 @@ struct WebhookTests {
     func retriesUntilDelivered() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let python = try interopPython()
+        let python = try await interopPython()
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/webhook_receiver.py").path
         let receiver = try await offPool { try ExternalServer(python, [script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--plan", "503,drop,500"]) }
         let invalid = Array(stride(from: 7, to: 3000, by: 50))
-        let serve = try await offPool { try startServe(in: dir, url: "http://127.0.0.1:\(receiver.ready["port"] as! Int)/hooks/herald", invalid: invalid, webhook: "") }
-        let metrics = try await offPool { try post(port: serve.ready["port"] as! Int, dir: dir, count: 3000) }
+        let serve = try await startServe(in: dir, url: "http://127.0.0.1:\(receiver.ready["port"] as! Int)/hooks/herald", invalid: invalid, webhook: "")
+        let metrics = try await post(port: serve.ready["port"] as! Int, dir: dir, count: 3000)
         #expect(metrics["herald_outcome_reasons_total{outcome=rejected}{reason=8 invalid token}"] == Double(invalid.count), "\(metrics.keys.filter { $0.contains("reason") })")
-        let summary = (try await offPool { serve.stop(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
-        let counts = try await offPool { receiver.stop(interrupt: true) }
+        let summary = (try await offPool { serve.stopBlocking(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
+        let counts = try await offPool { receiver.stopBlocking(interrupt: true) }
         #expect(counts["unauthorized"] as? Int == 0 && counts["malformed"] as? Int == 0, "\(counts)")
 
         let received = try jsonLines(dir + "/received.jsonl")
@@ -87,7 +87,7 @@ struct WebhookTests {
     @Test("over HTTPS (Python ssl): delivered when the receiver's certificate chains to caFile and names the host; without caFile the certificate is refused and nothing is posted")
     func https() async throws {
         let certs = sharedCertificates
-        let python = try interopPython()
+        let python = try await interopPython()
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/webhook_receiver.py").path
         for trusted in [true, false] {
             let dir = temporaryDirectory()
@@ -97,10 +97,10 @@ struct WebhookTests {
             ]) }
             let url = "https://localhost:\(receiver.ready["port"] as! Int)/hook"
             let extra = (trusted ? #","caFile":"\#(certs.caCertificate)""# : "") + #","attempts":2,"drainSeconds":3"#
-            let serve = try await offPool { try startServe(in: dir, url: url, invalid: [1, 2], webhook: extra) }
-            try await offPool { try post(port: serve.ready["port"] as! Int, dir: dir, count: 10) }
-            let webhook = ((try await offPool { serve.stop(interrupt: true) }["summary"] as? [String: Any])?["webhook"] as? [String: Any]) ?? [:]
-            try await offPool { receiver.stop(interrupt: true) }
+            let serve = try await startServe(in: dir, url: url, invalid: [1, 2], webhook: extra)
+            try await post(port: serve.ready["port"] as! Int, dir: dir, count: 10)
+            let webhook = ((try await offPool { serve.stopBlocking(interrupt: true) }["summary"] as? [String: Any])?["webhook"] as? [String: Any]) ?? [:]
+            try await offPool { receiver.stopBlocking(interrupt: true) }
             let received = (try? jsonLines(dir + "/received.jsonl")) ?? []
             if trusted {
                 #expect(webhook["delivered"] as? Int == 2 && received.count == 1, "\(webhook)")
@@ -118,10 +118,10 @@ struct WebhookTests {
         #expect(port > 0)
 
         let invalid = [3, 11, 19]
-        let serve = try await offPool { try startServe(in: dir, url: "http://127.0.0.1:\(port)/", invalid: invalid, webhook: #","attempts":50,"drainSeconds":2"#) }
-        try await offPool { try post(port: serve.ready["port"] as! Int, dir: dir, count: 100) }
+        let serve = try await startServe(in: dir, url: "http://127.0.0.1:\(port)/", invalid: invalid, webhook: #","attempts":50,"drainSeconds":2"#)
+        try await post(port: serve.ready["port"] as! Int, dir: dir, count: 100)
         let started = ContinuousClock.now
-        let summary = (try await offPool { serve.stop(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
+        let summary = (try await offPool { serve.stopBlocking(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
         #expect(ContinuousClock.now - started < .seconds(20), "the drain time bounds the shutdown")
         let webhook = summary["webhook"] as? [String: Any] ?? [:]
         #expect(webhook["delivered"] as? Int == 0 && webhook["undelivered"] as? Int == invalid.count, "\(summary)")

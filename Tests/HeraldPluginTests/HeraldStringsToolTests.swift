@@ -34,7 +34,7 @@ import Testing
         """
 
     /// Runs the tool on files written to a fresh folder, `edits` applied to the good ones.
-    func run(_ command: String, _ options: [String] = [], edits: [String: String] = [:], extra: [String: String] = [:]) throws -> Run {
+    func run(_ command: String, _ options: [String] = [], edits: [String: String] = [:], extra: [String: String] = [:]) async throws -> Run {
         let folder = try TemporaryFolder()
         var files = [
             "en.lproj/Localizable.strings": Self.english, "fr.lproj/Localizable.strings": Self.french, "Digest.xcstrings": Self.digest,
@@ -42,7 +42,7 @@ import Testing
         files.merge(edits) { _, new in new }
         files.merge(extra) { _, new in new }
         let paths = try files.keys.sorted().map { try folder.write($0, files[$0]!) }
-        let result = try runProcess(try builtExecutable("herald-strings"), [command] + options + paths)
+        let result = try await runProcess(try builtExecutable("herald-strings"), [command] + options + paths)
         return Run(status: result.status, stdout: result.stdout, stderr: result.stderr, folder: folder.path)
     }
 
@@ -53,8 +53,8 @@ import Testing
         var folder: String
     }
 
-    @Test func generatesTypedKeys() throws {
-        let r = try run("generate")
+    @Test func generatesTypedKeys() async throws {
+        let r = try await run("generate")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.isEmpty)
         #expect(r.stdout.contains("public import HeraldLocalization"))
@@ -72,20 +72,20 @@ import Testing
         #expect(r.stdout.contains("\"GAME_PLAY_REQUEST_FORMAT\": 2,"))
     }
 
-    @Test func writesTheOutputFile() throws {
+    @Test func writesTheOutputFile() async throws {
         let folder = try TemporaryFolder()
         let input = try folder.write("en.lproj/Localizable.strings", Self.english)
         let output = folder.path + "/HeraldStrings.swift"
-        let r = try runProcess(try builtExecutable("herald-strings"), ["generate", "--output", output, input])
+        let r = try await runProcess(try builtExecutable("herald-strings"), ["generate", "--output", output, input])
         #expect(r.status == 0)
         #expect(try String(contentsOfFile: output, encoding: .utf8).contains("enum Localizable"))
     }
 
-    @Test func namesAreSwiftIdentifiers() throws {
+    @Test func namesAreSwiftIdentifiers() async throws {
         let strings = """
             "default" = "a"; "2FA_CODE" = "b"; "welcome.title" = "c"; "WELCOME_TITLE" = "d"; "%@ sent you a photo" = "%@ sent you a photo";
             """
-        let r = try run("generate", edits: ["en.lproj/Localizable.strings": strings, "fr.lproj/Localizable.strings": strings])
+        let r = try await run("generate", edits: ["en.lproj/Localizable.strings": strings, "fr.lproj/Localizable.strings": strings])
         #expect(r.status == 0, "\(r.stderr)")
         for name in ["defaultKey =", "_2faCode =", "welcomeTitle =", "welcomeTitle2 =", "sentYouAPhoto(_ arg1: String)"] {
             #expect(r.stdout.contains("public static let \(name)") || r.stdout.contains("public static func \(name)"), "\(name)")
@@ -110,8 +110,8 @@ import Testing
          "Digest.xcstrings:12: error:", "\"APP_NAME\" has no fr translation (Digest table)"),
         ("Digest.xcstrings", "{\n  \"sourceLanguage\": \"en\",\n  \"strings\": {,}\n}", "Digest.xcstrings:3:", "error:"),
     ])
-    func brokenCatalogsFailWithTheirFileAndLine(_ file: String, _ text: String, _ place: String, _ message: String) throws {
-        let r = try run("generate", edits: [file: text])
+    func brokenCatalogsFailWithTheirFileAndLine(_ file: String, _ text: String, _ place: String, _ message: String) async throws {
+        let r = try await run("generate", edits: [file: text])
         #expect(r.status == 1)
         #expect(r.stdout.isEmpty)
         let line = try #require(r.stderr.split(separator: "\n").first { $0.contains(place) }, "\(r.stderr)")
@@ -120,7 +120,7 @@ import Testing
         #expect(r.stderr.contains("nothing generated"))
     }
 
-    @Test func templatesMustUseKeysRightly() throws {
+    @Test func templatesMustUseKeysRightly() async throws {
         let templates = """
             {"template":"ok","alert":{"loc-key":"SCORE","loc-args":[20,5]}}
 
@@ -128,7 +128,7 @@ import Testing
             {"template":"unknown","alert":{"title-loc-key":"NOPE"}}
             {"alert":"no name"}
             """
-        let r = try run("generate", extra: ["App.herald.jsonl": templates])
+        let r = try await run("generate", extra: ["App.herald.jsonl": templates])
         #expect(r.status == 1)
         let lines = r.stderr.split(separator: "\n").filter { $0.contains("App.herald.jsonl:") }.map { String($0.drop { $0 != ":" }) }.sorted()
         #expect(
@@ -146,19 +146,19 @@ import Testing
         (["--limit", "binary", "--localize", "client"], 0, "    fr          64 bytes  3%"),
         (["--limit", "nope"], 2, "--limit takes a number of bytes or one of"),
     ])
-    func checkMeasuresTheWorstCase(_ options: [String], _ status: Int32, _ expected: String) throws {
+    func checkMeasuresTheWorstCase(_ options: [String], _ status: Int32, _ expected: String) async throws {
         // {"aps":{"alert":"<text>"}}: 17 + 3 bytes around the text. With 😀 (1 character, 4 bytes) and -999 (at most
         // 4 characters for %d): en "%1$@ has %2$d points" is 4 + 5 + 4 + 7 = 20 bytes of text, 40 in all; fr 38.
         // Client-side: {"aps":{"alert":{"loc-key":"SCORE","loc-args":["😀","-999"]}}} is 64 bytes.
-        let r = try run("check", options, extra: ["App.herald.jsonl": "{\"template\":\"score\",\"alert\":{\"loc-key\":\"SCORE\",\"loc-args\":[1,4]}}\n"])
+        let r = try await run("check", options, extra: ["App.herald.jsonl": "{\"template\":\"score\",\"alert\":{\"loc-key\":\"SCORE\",\"loc-args\":[1,4]}}\n"])
         #expect(r.status == status, "\(r.stdout)\(r.stderr)")
         #expect((r.stdout + r.stderr).contains(expected), "\(r.stdout)\(r.stderr)")
     }
 
-    @Test func pluralFormsAreAllMeasured() throws {
+    @Test func pluralFormsAreAllMeasured() async throws {
         // en "one" form ("1 unread message") is shorter than "other" with a 1-digit count ("9 unread messages"):
         // with room for 2 characters, the worst case is "-9 unread messages".
-        let r = try run(
+        let r = try await run(
             "check", ["--table", "Digest"],
             extra: ["App.herald.jsonl": "{\"template\":\"unread\",\"alert\":{\"loc-key\":\"UNREAD\",\"loc-args\":[2]}}\n"])
         #expect(r.status == 0, "\(r.stderr)")

@@ -12,39 +12,39 @@ import Testing
 @Suite(.serialized, .enabled(if: ProcessInfo.processInfo.environment["HERALD_PLUGIN_SAMPLE"] != "0", "HERALD_PLUGIN_SAMPLE=0"))
 struct PluginSampleTests {
     @Test(.timeLimit(.minutes(20)))
-    func brokenSampleFailsAtTheFileAndLineAndFixedSampleBuilds() throws {
+    func brokenSampleFailsAtTheFileAndLineAndFixedSampleBuilds() async throws {
         let sample = try PluginSample()
         let fr = "Sources/GameNotifications/Localization/fr.lproj/Localizable.strings"
         let templates = "Sources/GameNotifications/Notifications.herald.jsonl"
 
-        try sample.expect("the sample as shipped builds", ["build"], status: 0, output: "Build complete!")
+        try await sample.expect("the sample as shipped builds", ["build"], status: 0, output: "Build complete!")
 
         try sample.edit(fr) { $0.replacingOccurrences(of: "%@ et %@", with: "%@ et %y") }
-        try sample.expect(
+        try await sample.expect(
             "a bad specifier fails the build", ["build"], status: nil,
             output: "/\(fr):7: error: \"GAME_PLAY_REQUEST_FORMAT\" in fr: \"%y\": unsupported conversion")
         try sample.restore(fr)
 
         try sample.edit(fr) { $0.replacingOccurrences(of: "\"INVITE_TITLE\" = \"Invitation\";", with: "") }
-        try sample.expect(
+        try await sample.expect(
             "a missing translation fails the build", ["build"], status: nil,
             output: "/Localization/en.lproj/Localizable.strings:4: error: \"INVITE_TITLE\" has no fr translation")
         try sample.restore(fr)
 
-        try sample.expect("the fixed sample builds", ["build"], status: 0, output: "Build complete!")
+        try await sample.expect("the fixed sample builds", ["build"], status: 0, output: "Build complete!")
 
-        try sample.expect("herald-check passes", ["package", "herald-check"], status: 0, output: "0 over the limit, 0 errors")
-        try sample.expect(
+        try await sample.expect("herald-check passes", ["package", "herald-check"], status: 0, output: "0 over the limit, 0 errors")
+        try await sample.expect(
             "herald-check --limit fails a limit under the worst case", ["package", "herald-check", "--limit", "400"], status: nil,
             output: "/\(templates):1: error: template \"game-invite\" in en is 472 bytes at worst, 72 over the custom limit of 400")
 
         try sample.edit(templates) { $0.replacingOccurrences(of: "[40,40]", with: "[40,2000]") }
-        try sample.expect(
+        try await sample.expect(
             "an oversized template fails herald-check", ["package", "herald-check", "--target", "GameNotifications"], status: nil,
             output: "/\(templates):1: error: template \"game-invite\" in fr is 8310 bytes at worst, 4214 over the http2 limit of 4096")
         try sample.restore(templates)
 
-        try sample.expect("herald-check passes again", ["package", "herald-check"], status: 0, output: "4 sizes measured, 0 over the limit")
+        try await sample.expect("herald-check passes again", ["package", "herald-check"], status: 0, output: "4 sizes measured, 0 over the limit")
     }
 }
 
@@ -82,10 +82,10 @@ final class PluginSample {
 
     /// Runs `swift ARGUMENTS` on the copy (against this checkout of Herald) and
     /// expects its exit status (`nil`: any failure) and a line of its output.
-    func expect(_ what: String, _ arguments: [String], status: Int32?, output: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func expect(_ what: String, _ arguments: [String], status: Int32?, output: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let command = [arguments[0], "--package-path", package.path, "--scratch-path", scratch.path] + arguments.dropFirst()
         let start = ContinuousClock.now
-        let r = try runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["HERALD_PATH=\(repositoryRoot().path)", "swift"] + command)
+        let r = try await runProcess(URL(fileURLWithPath: "/usr/bin/env"), ["HERALD_PATH=\(repositoryRoot().path)", "swift"] + command)
         print("PluginSample: \(what): swift \(arguments.joined(separator: " ")) exited \(r.status) after \(ContinuousClock.now - start)")
         let text = r.stdout + r.stderr
         if let status {

@@ -8,7 +8,7 @@ import Testing
 struct OutcomeWriterTests {
     @Test("an outage costs one lease of retries, not one per batch: six batches refused, the five behind the first given up at their first refusal, counted not written, rows left leased for a later claim")
     func outageCostsOneLease() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         var configuration = queueConfiguration(cluster, db, lease: .seconds(1))
         configuration.writeBatch = 1
         let queue = PostgresQueue(configuration: configuration, owner: "refused")
@@ -17,7 +17,7 @@ struct OutcomeWriterTests {
         let held = try await queue.claim(limit: 6)
         #expect(held.count == 6)
         // From now on every outcome write fails (claims still work).
-        _ = try cluster.psql(db, """
+        _ = try await cluster.psql(db, """
             CREATE FUNCTION herald_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
             CREATE TRIGGER herald_test_refuse BEFORE UPDATE ON notifications FOR EACH ROW WHEN (NEW.state = 'done') EXECUTE FUNCTION herald_test_refuse();
             """)
@@ -36,7 +36,7 @@ struct OutcomeWriterTests {
         let givenUp = problems.all.filter { $0.contains("refused by the test") && $0.contains("giving up") }.count
         #expect(givenUp == 6, "\(problems.all.suffix(8))")
         #expect(retries <= 8, "\(retries) retries for six refused batches: the outage's lease was counted per batch")
-        #expect(try tally(cluster, db) == ["leased|-": 6])
+        await #expect(try tally(cluster, db) == ["leased|-": 6])
         await queue.close()
     }
 }

@@ -23,21 +23,21 @@ private func lastObject(_ text: String) throws -> [String: Any] {
 struct QueueCLITests {
     @Test("20,000 lines (blank and malformed ones among them) enqueued, then herald work --drain: every row done with exactly one outcome, malformed ones dropped with their reason")
     func enqueueThenDrain() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let config = try configurationFile(cluster, db)
         let (lines, malformed) = requestLines(20_000, malformedEvery: 100)
         // A byte-order mark on line 1 and blank lines are not requests (as with herald send).
         let file = try temporaryFile("\u{FEFF}" + lines.prefix(10_000).joined(separator: "\n") + "\n\n  \n" + lines.dropFirst(10_000).joined(separator: "\n") + "\n")
 
-        let enqueue = try await offPool { try runHerald(["enqueue", "--config", config, file]) }
+        let enqueue = try await offPool { try runHeraldBlocking(["enqueue", "--config", config, file]) }
         #expect(enqueue.status == 0, "\(enqueue.stderr)")
         let enqueued = try lastObject(enqueue.stdout)
         #expect(enqueued["enqueued"] as? Int == 20_000 && enqueued["not_enqueued"] as? Int == 0, "\(enqueued)")
         // Each row holds its line exactly.
-        #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 2") == lines[1])
-        #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 1") == lines[0])
+        await #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 2") == lines[1])
+        await #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 1") == lines[0])
 
-        let work = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
+        let work = try await offPool { try runHeraldBlocking(["work", "--config", config, "--drain"]) }
         #expect(work.status == 0, "\(work.stderr)")
         let summary = try lastObject(work.stderr)["summary"] as? [String: Any] ?? [:]
         let queue = summary["queue"] as? [String: Any] ?? [:]
@@ -46,22 +46,22 @@ struct QueueCLITests {
         #expect(queue["rows_written"] as? Int == 20_000 && queue["lease_lost"] as? Int == 0 && queue["not_written"] as? Int == 0, "\(queue)")
         #expect(work.stdout.isEmpty, "outcomes go to the table unless --outcomes is given")
 
-        #expect(try tally(cluster, db) == ["done|accepted": 20_000 - malformed, "done|dropped": malformed])
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate OR finished_at IS NULL") == "0")
+        await #expect(try tally(cluster, db) == ["done|accepted": 20_000 - malformed, "done|dropped": malformed])
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate OR finished_at IS NULL") == "0")
         // The three kinds of malformed line, each with its own reason.
-        let reasons = try cluster.psql(db, "SELECT DISTINCT split_part(regexp_replace(reason, '^row [0-9]+: ', ''), ' at line', 1) FROM notifications WHERE outcome = 'dropped' ORDER BY 1")
+        let reasons = try await cluster.psql(db, "SELECT DISTINCT split_part(regexp_replace(reason, '^row [0-9]+: ', ''), ' at line', 1) FROM notifications WHERE outcome = 'dropped' ORDER BY 1")
         #expect(reasons.split(separator: "\n").count == 3, "\(reasons)")
         #expect(reasons.contains("unknown key \"colour\""), "\(reasons)")
 
         // Nothing left: a second drain ends at once, with nothing entered.
-        let again = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
+        let again = try await offPool { try runHeraldBlocking(["work", "--config", config, "--drain"]) }
         let againSummary = try lastObject(again.stderr)["summary"] as? [String: Any]
         #expect(again.status == 0 && againSummary?["entered"] as? Int == 0, "\(again.stderr)")
     }
 
     @Test("a line PostgreSQL's text cannot hold is not enqueued: counted, named by line, exit 3; the others are")
     func unstorableLine() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let config = try configurationFile(cluster, db)
         let lines = requestLines(3).lines
         let path = temporaryDirectory() + "/bad.jsonl"
@@ -69,24 +69,24 @@ struct QueueCLITests {
         bytes += Array(#"{"id":1,"token":"#.utf8) + [0xFF, 0xFE] + Array("\"}\n".utf8)
         bytes += Array((lines[2] + "\n").utf8)
         #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
-        let r = try await offPool { try runHerald(["enqueue", "--config", config, path]) }
+        let r = try await offPool { try runHeraldBlocking(["enqueue", "--config", config, path]) }
         #expect(r.status == 3, "\(r.stderr)")
         let report = try lastObject(r.stdout)
         #expect(report["enqueued"] as? Int == 2 && report["not_enqueued"] as? Int == 1, "\(report)")
         #expect((report["not_enqueued_first"] as? String)?.contains("line 2: not valid UTF-8") == true, "\(report)")
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications") == "2")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications") == "2")
     }
 
     @Test("a configuration without a usable queue section is refused, naming the key")
     func badConfiguration() async throws {
         let path = try temporaryFile(#"{"queue":{"type":"postgres","port":"five"}}"#, suffix: ".json")
-        let r = try await offPool { try runHerald(["work", "--config", path, "--drain"]) }
+        let r = try await offPool { try runHeraldBlocking(["work", "--config", path, "--drain"]) }
         #expect(r.status == 1 && r.stderr.contains("queue.port: must be an integer"), "\(r.stderr)")
     }
 
     @Test("tokens.type postgres: the dead tokens one worker process learns are suppressed by the next, through the shared table")
     func sharedTokenStore() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let dead = String(repeating: "de", count: 32), alive = String(repeating: "a1", count: 32)
         let config = temporaryDirectory() + "/herald.json"
         try #"""
@@ -96,16 +96,16 @@ struct QueueCLITests {
         let lines = (0..<200).map { #"{"id":\#($0),"token":"\#($0 % 10 == 0 ? dead : alive)","alert":"n\#($0)"}"# }
         let file = try temporaryFile(lines.joined(separator: "\n") + "\n")
         for round in 0..<2 {
-            #expect(try await offPool { try runHerald(["enqueue", "--config", config, file]) }.status == 0)
-            let work = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
+            #expect(try await offPool { try runHeraldBlocking(["enqueue", "--config", config, file]) }.status == 0)
+            let work = try await offPool { try runHeraldBlocking(["work", "--config", config, "--drain"]) }
             #expect(work.status == 0, "\(work.stderr)")
             let summary = try lastObject(work.stderr)["summary"] as? [String: Any] ?? [:]
             #expect((summary["queue"] as? [String: Any])?["token_changes_not_written"] as? Int == 0, "\(summary)")
             // First worker: APNs (the simulator) rejects the dead token; the second suppresses it before sending.
             #expect(summary[round == 0 ? "rejected" : "suppressed"] as? Int == 20 && summary["accepted"] as? Int == 180, "round \(round): \(summary)")
         }
-        #expect(try cluster.psql(db, "SELECT encode(token, 'hex') || '|' || unregistered_source FROM herald_tokens") == "\(dead)|status-8")
-        #expect(try tally(cluster, db) == ["done|accepted": 360, "done|rejected": 20, "done|suppressed": 20])
+        await #expect(try cluster.psql(db, "SELECT encode(token, 'hex') || '|' || unregistered_source FROM herald_tokens") == "\(dead)|status-8")
+        await #expect(try tally(cluster, db) == ["done|accepted": 360, "done|rejected": 20, "done|suppressed": 20])
     }
 }
 
@@ -113,7 +113,7 @@ struct QueueCLITests {
 struct QueueServiceTests {
     @Test("without --drain: rows enqueued while it idles are sent (NOTIFY wakes it); SIGINT ends it with every outcome written, exit 0")
     func serviceUntilSignal() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let config = try configurationFile(cluster, db)
         // The schema first, so the worker and the enqueuer do not race to make it.
         let queue = try await openQueue(cluster, db)
@@ -132,7 +132,7 @@ struct QueueServiceTests {
         await queue.close()
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(30)
-        while try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'") != "3000" && clock.now < deadline {
+        while try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'") != "3000" && clock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(p.isRunning, "the worker keeps running once the queue is empty")
@@ -144,24 +144,24 @@ struct QueueServiceTests {
         let summary = try #require(try JSONSerialization.jsonObject(with: Data((stderr.split(separator: "\n").last ?? "").utf8)) as? [String: Any])["summary"]
             as? [String: Any]
         #expect(summary?["entered"] as? Int == 3000 && summary?["balanced"] as? Bool == true, "\(stderr)")
-        #expect(try tally(cluster, db) == ["done|accepted": 3000])
+        await #expect(try tally(cluster, db) == ["done|accepted": 3000])
     }
 
     @Test("herald prune deletes rows finished longer ago than --older-than, in chunks; queued rows and recent ones stay; a bad age is refused")
     func prune() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let config = try configurationFile(cluster, db)
         let file = try temporaryFile(requestLines(100).lines.joined(separator: "\n") + "\n")
-        #expect(try await offPool { try runHerald(["enqueue", "--config", config, file]) }.status == 0)
-        #expect(try await offPool { try runHerald(["work", "--config", config, "--drain"]) }.status == 0)
-        #expect(try await offPool { try runHerald(["enqueue", "--config", config, file]) }.status == 0)  // 100 more, left queued
-        _ = try cluster.psql(db, "UPDATE notifications SET finished_at = now() - interval '8 days' WHERE state = 'done' AND id <= 60")
-        _ = try cluster.psql(db, "UPDATE notifications SET enqueued_at = now() - interval '30 days' WHERE state = 'queued'")
-        let pruned = try await offPool { try runHerald(["prune", "--config", config, "--older-than", "7d", "--chunk", "25"]) }
+        #expect(try await offPool { try runHeraldBlocking(["enqueue", "--config", config, file]) }.status == 0)
+        #expect(try await offPool { try runHeraldBlocking(["work", "--config", config, "--drain"]) }.status == 0)
+        #expect(try await offPool { try runHeraldBlocking(["enqueue", "--config", config, file]) }.status == 0)  // 100 more, left queued
+        _ = try await cluster.psql(db, "UPDATE notifications SET finished_at = now() - interval '8 days' WHERE state = 'done' AND id <= 60")
+        _ = try await cluster.psql(db, "UPDATE notifications SET enqueued_at = now() - interval '30 days' WHERE state = 'queued'")
+        let pruned = try await offPool { try runHeraldBlocking(["prune", "--config", config, "--older-than", "7d", "--chunk", "25"]) }
         #expect(pruned.status == 0, "\(pruned.stderr)")
         #expect(try lastObject(pruned.stdout)["deleted"] as? Int == 60)
-        #expect(try tally(cluster, db) == ["done|accepted": 40, "queued|-": 100])
-        let bad = try await offPool { try runHerald(["prune", "--config", config, "--older-than", "7w"]) }
+        await #expect(try tally(cluster, db) == ["done|accepted": 40, "queued|-": 100])
+        let bad = try await offPool { try runHeraldBlocking(["prune", "--config", config, "--older-than", "7w"]) }
         #expect(bad.status != 0 && bad.stderr.contains("older-than"), "\(bad.stderr)")
     }
 }
@@ -170,7 +170,7 @@ struct QueueServiceTests {
 struct QueueCrashTests {
     @Test("SIGKILL mid-run leaves its rows leased; another worker takes them once the lease expires: every row ends once, the retaken ones marked possible_duplicate")
     func killedWorker() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let config = try configurationFile(cluster, db, lease: 2)
         let queue = try await openQueue(cluster, db)
         let lines = requestLines(1000).lines
@@ -188,18 +188,18 @@ struct QueueCrashTests {
         var done = 0
         while done < 3000 && clock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
-            done = Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'")) ?? 0
+            done = await Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'")) ?? 0
         }
         kill(p.processIdentifier, SIGKILL)
         p.waitUntilExit()
-        let held = Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
+        let held = await Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
         #expect(done >= 3000 && done < 40_000 && held > 0, "killed with \(done) done, \(held) leased")
 
-        let r = try await offPool { try runHerald(["work", "--config", config, "--drain"]) }
+        let r = try await offPool { try runHeraldBlocking(["work", "--config", config, "--drain"]) }
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(try tally(cluster, db) == ["done|accepted": 40_000])
+        await #expect(try tally(cluster, db) == ["done|accepted": 40_000])
         // The rows the dead worker held, and only those, were claimed twice and are marked.
-        let marked = try cluster.psql(db, "SELECT count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE attempts = 2), max(attempts) FROM notifications")
+        let marked = try await cluster.psql(db, "SELECT count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE attempts = 2), max(attempts) FROM notifications")
         #expect(marked == "\(held)|\(held)|2", "\(held) held at the kill")
         let queueSummary = (try lastObject(r.stderr)["summary"] as? [String: Any])?["queue"] as? [String: Any]
         #expect(queueSummary?["possible_duplicates"] as? Int == held, "\(r.stderr)")

@@ -20,7 +20,7 @@ private func waitForExit(_ pid: pid_t) -> Int32 {
 struct QueueSoakTests {
     @Test("3 herald work processes on one database while 300,000 rows are enqueued; one is killed with SIGKILL twice and restarted: every row ends once, and only rows claimed again are marked possible_duplicate")
     func threeWorkersKilledTwice() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let config = dir + "/herald.json"
@@ -42,7 +42,7 @@ struct QueueSoakTests {
         try handle.write(contentsOf: Data(chunk.utf8))
         try handle.close()
         // The schema first (enqueue migrates it), with nothing in it, so the workers start on an existing table.
-        #expect(try await offPool { try runHerald(["enqueue", "--config", config, "/dev/null"]) }.status == 0)
+        #expect(try await offPool { try runHeraldBlocking(["enqueue", "--config", config, "/dev/null"]) }.status == 0)
 
         let herald = try heraldExecutable().path
         func startWorker(_ name: String) throws -> pid_t {
@@ -51,34 +51,34 @@ struct QueueSoakTests {
         var workers = [try startWorker("a"), try startWorker("b"), try startWorker("c0")]
         let enqueuer = try spawnWithSignalsUnblocked(herald, ["enqueue", "--config", config, "--batch", "2000", dir + "/requests.jsonl"], output: dir + "/enqueue.log")
 
-        func done() throws -> Int { Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'")) ?? 0 }
+        func done() async throws -> Int { Int(try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'")) ?? 0 }
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(600)
         var kills: [(done: Int, leased: Int)] = []
         for (round, threshold) in [60_000, 160_000].enumerated() {
-            while try done() < threshold && clock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+            while try await done() < threshold && clock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
             kill(workers[2], SIGKILL)
             #expect(waitForExit(workers[2]) == 128 + SIGKILL)
-            let leased = Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
-            kills.append((try done(), leased))
+            let leased = await Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
+            await kills.append((try done(), leased))
             workers[2] = try startWorker("c\(round + 1)")
         }
         #expect(kills.count == 2 && kills.allSatisfy { $0.done < total && $0.leased > 0 }, "both kills during the run, with rows held: \(kills)")
         let enqueued = try await offPool { waitForExit(enqueuer) }
         #expect(enqueued == 0, "\(String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: dir + "/enqueue.log"))) ?? Data(), as: UTF8.self))")
-        while try done() < total && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
+        while try await done() < total && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
         for w in workers { kill(w, SIGINT) }
         let running = workers
         let statuses = try await offPool { running.map(waitForExit) }
         #expect(statuses == [0, 0, 0], "workers' exit statuses")
 
         // Every row ended once, accepted; nothing queued or leased is left.
-        #expect(try tally(cluster, db) == ["done|accepted": total], "kills at \(kills)")
+        await #expect(try tally(cluster, db) == ["done|accepted": total], "kills at \(kills)")
         // Only rows claimed more than once are marked, and every one of them is: a send can only
         // repeat after a second claim, so nothing unmarked went out twice.
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE possible_duplicate <> (attempts > 1)") == "0")
-        let marked = Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE possible_duplicate")) ?? -1
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE possible_duplicate <> (attempts > 1)") == "0")
+        let marked = await Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE possible_duplicate")) ?? -1
         #expect(marked > 0 && marked <= kills.map(\.leased).reduce(0, +) + 2 * 500, "marked \(marked), leased at the kills \(kills)")
-        #expect(try cluster.psql(db, "SELECT max(attempts) FROM notifications").split(separator: "\n").first.flatMap { Int($0) } ?? 9 <= 3)
+        await #expect(try cluster.psql(db, "SELECT max(attempts) FROM notifications").split(separator: "\n").first.flatMap { Int($0) } ?? 9 <= 3)
     }
 }

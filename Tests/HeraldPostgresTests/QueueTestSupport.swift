@@ -7,9 +7,9 @@ import Synchronization
 import Testing
 
 /// The test process's throwaway server and a fresh database in it.
-func freshDatabase() throws -> (cluster: PostgresCluster, database: String) {
+func freshDatabase() async throws -> (cluster: PostgresCluster, database: String) {
     let cluster = try PostgresCluster.shared
-    return (cluster, try cluster.createDatabase())
+    return (cluster, try await cluster.createDatabase())
 }
 
 /// A queue configuration for `database` on the test server.
@@ -82,9 +82,9 @@ final class ProblemLog: Sendable {
 }
 
 /// Rows by state and outcome: `"done|accepted" → n`.
-func tally(_ cluster: PostgresCluster, _ database: String) throws -> [String: Int] {
+func tally(_ cluster: PostgresCluster, _ database: String) async throws -> [String: Int] {
     var out: [String: Int] = [:]
-    for line in try cluster.psql(database, "SELECT state || '|' || coalesce(outcome, '-'), count(*) FROM notifications GROUP BY 1").split(separator: "\n") {
+    for line in try await cluster.psql(database, "SELECT state || '|' || coalesce(outcome, '-'), count(*) FROM notifications GROUP BY 1").split(separator: "\n") {
         let parts = line.split(separator: "|")
         out[parts[0 ..< parts.count - 1].joined(separator: "|")] = Int(parts.last!)
     }

@@ -9,24 +9,24 @@ import Testing
 struct SchemaTests {
     @Test("from an empty database to the newest version; a second run changes nothing")
     func fromEmptyThenIdempotent() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queue = PostgresQueue(configuration: queueConfiguration(cluster, db))
         let first = try await queue.migrate()
         let second = try await queue.migrate()
         await queue.close()
         #expect(first == QueueSchema.Result(from: 0, to: QueueSchema.latestVersion))
         #expect(second == QueueSchema.Result(from: QueueSchema.latestVersion, to: QueueSchema.latestVersion))
-        let versions = try cluster.psql(db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM herald_schema")
+        let versions = try await cluster.psql(db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM herald_schema")
         #expect(versions == QueueSchema.migrations.map { "\($0.version)" }.joined(separator: ","))
         // The table, its indexes and its trigger are there.
-        let indexes = try cluster.psql(db, "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'notifications'")
+        let indexes = try await cluster.psql(db, "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'notifications'")
         #expect(indexes == "notifications_finished,notifications_leased,notifications_pkey,notifications_queued")
-        #expect(try cluster.psql(db, "SELECT count(*) FROM pg_trigger WHERE tgname = 'notifications_enqueued'") == "1")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM pg_trigger WHERE tgname = 'notifications_enqueued'") == "1")
     }
 
     @Test("workers starting together apply each migration once")
     func concurrentStart() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queues = (0..<4).map { _ in PostgresQueue(configuration: queueConfiguration(cluster, db)) }
         let results = try await withThrowingTaskGroup(of: QueueSchema.Result.self) { group in
             for q in queues { group.addTask { try await q.migrate() } }
@@ -35,16 +35,16 @@ struct SchemaTests {
         for q in queues { await q.close() }
         #expect(results.filter { $0.from == 0 }.count == 1, "\(results)")
         #expect(results.allSatisfy { $0.to == QueueSchema.latestVersion })
-        #expect(try cluster.psql(db, "SELECT count(*) FROM herald_schema") == "\(QueueSchema.migrations.count)")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_schema") == "\(QueueSchema.migrations.count)")
     }
 
     @Test("a database migrated by a newer herald is refused, naming both versions and the database")
     func newerSchemaRefused() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queue = PostgresQueue(configuration: queueConfiguration(cluster, db))
         try await queue.migrate()
         let newer = QueueSchema.latestVersion + 1
-        try cluster.psql(db, "INSERT INTO herald_schema (version, description) VALUES (\(newer), 'from the future')")
+        try await cluster.psql(db, "INSERT INTO herald_schema (version, description) VALUES (\(newer), 'from the future')")
         await #expect {
             try await queue.migrate()
         } throws: { error in

@@ -13,7 +13,7 @@ struct PostgresTokenStoreTests {
 
     @Test("times only move forward, per token and topic; a tie suppresses; the rows are in the database after flush, with their sources")
     func rules() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db)
         let store = try await PostgresTokenStore(queue: queue)
         store.unregistered(token, topic: "com.a", at: 100, source: .gone)
@@ -27,7 +27,7 @@ struct PostgresTokenStoreTests {
         #expect(store.isSuppressed(other, topic: nil))
         await store.flush()
         #expect(store.failure == nil)
-        let rows = try cluster.psql(
+        let rows = try await cluster.psql(
             db, "SELECT encode(token, 'hex') || '|' || topic || '|' || registered_at || '|' || unregistered_at || '|' || unregistered_source FROM herald_tokens ORDER BY topic")
         #expect(rows.split(separator: "\n").map(String.init) == [
             "\(other.hex)||200|200|feedback", "\(token.hex)|com.a|150|120|feedback",
@@ -38,7 +38,7 @@ struct PostgresTokenStoreTests {
 
     @Test("shared: what one worker learns, another suppresses after its refresh; a reopened store loads it; a registration elsewhere lifts it")
     func sharedBetweenWorkers() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let qa = try await openQueue(cluster, db, owner: "a"), qb = try await openQueue(cluster, db, owner: "b")
         let a = try await PostgresTokenStore(queue: qa, refreshInterval: .seconds(60))
         let b = try await PostgresTokenStore(queue: qb, refreshInterval: .seconds(60))
@@ -68,19 +68,19 @@ struct PostgresTokenStoreTests {
 
     @Test("a write that fails is kept and written once the database answers again; failure names the database while it lasts")
     func writeFailureIsRetried() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db)
         let store = try await PostgresTokenStore(queue: queue)
-        _ = try cluster.psql(db, "ALTER TABLE herald_tokens RENAME TO herald_tokens_away")
+        _ = try await cluster.psql(db, "ALTER TABLE herald_tokens RENAME TO herald_tokens_away")
         store.unregistered(token, topic: nil, at: 42, source: .feedback)
         #expect(store.isSuppressed(token, topic: nil), "in memory at once")
         let deadline = ContinuousClock.now + .seconds(20)
         while store.failure == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect("\(store.failure.map { "\($0)" } ?? "none")".contains(db))
-        _ = try cluster.psql(db, "ALTER TABLE herald_tokens_away RENAME TO herald_tokens")
+        _ = try await cluster.psql(db, "ALTER TABLE herald_tokens_away RENAME TO herald_tokens")
         await store.flush()
         #expect(store.failure == nil)
-        #expect(try cluster.psql(db, "SELECT unregistered_at FROM herald_tokens") == "42")
+        await #expect(try cluster.psql(db, "SELECT unregistered_at FROM herald_tokens") == "42")
         #expect(await store.close() == 0)
         await queue.close()
     }

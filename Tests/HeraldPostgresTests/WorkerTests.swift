@@ -8,7 +8,7 @@ import Testing
 struct WorkerTests {
     @Test("two workers drain one queue at once: every row done with one outcome, none claimed by both, malformed rows dropped with their reason")
     func twoWorkers() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let a = try await openQueue(cluster, db, owner: "worker-a", batch: 100)
         let b = try await openQueue(cluster, db, owner: "worker-b", batch: 100)
         let (lines, malformed) = requestLines(6000, malformedEvery: 50)
@@ -25,26 +25,26 @@ struct WorkerTests {
         #expect(ra.snapshot.entered + rb.snapshot.entered == 6000, "\(ra.snapshot) / \(rb.snapshot)")
         #expect(ra.report.written + rb.report.written == 6000 && ra.report.leaseLost + rb.report.leaseLost == 0)
         #expect(ra.report.possibleDuplicates + rb.report.possibleDuplicates == 0 && ra.report.unmapped + rb.report.unmapped == 0)
-        #expect(try tally(cluster, db) == ["done|accepted": 6000 - malformed, "done|dropped": malformed])
+        await #expect(try tally(cluster, db) == ["done|accepted": 6000 - malformed, "done|dropped": malformed])
         // Claimed once each (attempts is counted by the claim itself), by one of the two, and that worker wrote the outcome.
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate") == "0")
-        let owners = try cluster.psql(db, "SELECT lease_owner || '=' || count(*) FROM notifications GROUP BY lease_owner ORDER BY lease_owner").split(separator: "\n")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate") == "0")
+        let owners = try await cluster.psql(db, "SELECT lease_owner || '=' || count(*) FROM notifications GROUP BY lease_owner ORDER BY lease_owner").split(separator: "\n")
         #expect(owners.allSatisfy { $0.hasPrefix("worker-a=") || $0.hasPrefix("worker-b=") }, "\(owners)")
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE lease_owner = 'worker-a'") == "\(ra.snapshot.entered)")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE lease_owner = 'worker-a'") == "\(ra.snapshot.entered)")
         // Each malformed row names itself and what is wrong; the rows behind it were sent.
-        let reasons = try cluster.psql(db, "SELECT id || ':' || reason_code || ':' || reason FROM notifications WHERE outcome = 'dropped' ORDER BY id LIMIT 3")
+        let reasons = try await cluster.psql(db, "SELECT id || ':' || reason_code || ':' || reason FROM notifications WHERE outcome = 'dropped' ORDER BY id LIMIT 3")
             .split(separator: "\n")
         #expect(reasons.count == 3)
         for r in reasons {
             let parts = r.split(separator: ":", maxSplits: 2)
             #expect(parts.count == 3 && parts[1] == "invalid-request" && parts[2].hasPrefix("row \(parts[0]): "), "\(r)")
         }
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE outcome = 'dropped' AND reason IS NULL") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE outcome = 'dropped' AND reason IS NULL") == "0")
     }
 
     @Test("a dead worker's expired lease is reclaimed by another, marked possible_duplicate; the dead worker's late write changes nothing")
     func expiredLeaseReclaimed() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let dead = try await openQueue(cluster, db, owner: "dead-worker", batch: 30)
         #expect(try await dead.enqueue(requestLines(100).lines) == 100)
         let held = try await dead.claim(limit: 30)
@@ -53,29 +53,29 @@ struct WorkerTests {
         let live = try await openQueue(cluster, db, owner: "live-worker", batch: 500)
         let first = try await live.claim(limit: 500)
         #expect(first.map(\.id) == Array(31...100))
-        try cluster.psql(db, "UPDATE notifications SET state = 'queued', lease_owner = NULL, lease_expires = NULL, attempts = 0 WHERE id > 30")
+        try await cluster.psql(db, "UPDATE notifications SET state = 'queued', lease_owner = NULL, lease_expires = NULL, attempts = 0 WHERE id > 30")
         // The dead worker's lease runs out.
-        try cluster.psql(db, "UPDATE notifications SET lease_expires = now() - interval '1 second' WHERE lease_owner = 'dead-worker'")
+        try await cluster.psql(db, "UPDATE notifications SET lease_expires = now() - interval '1 second' WHERE lease_owner = 'dead-worker'")
 
         let run = try await drainWorker(live)
         #expect(run.snapshot.entered == 100 && run.snapshot.isBalanced)
         #expect(run.report.written == 100 && run.report.possibleDuplicates == 30 && run.report.leaseLost == 0)
-        #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM notifications WHERE id <= 30") == "2:true")
-        #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM notifications WHERE id > 30") == "1:false")
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done' AND lease_owner = 'live-worker'") == "100")
+        await #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM notifications WHERE id <= 30") == "2:true")
+        await #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM notifications WHERE id > 30") == "1:false")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done' AND lease_owner = 'live-worker'") == "100")
 
         // The dead worker comes back and writes what it had: nothing changes, and it is told so.
         let late = held.map { PostgresQueue.Finished(id: $0.id, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: .failed("late"))) }
         let result = try await dead.finish(late)
         #expect(result.written == 0)
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE outcome = 'failed'") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE outcome = 'failed'") == "0")
         await dead.close()
         await live.close()
     }
 
     @Test("an idle worker is woken by NOTIFY when rows arrive, and a worker's leases are renewed while it holds them")
     func notifyAndRenewal() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db, owner: "renewer", lease: .seconds(3))
         // Listening (the first count is the listener saying it listens) before anything is queued.
         queue.startListening()
@@ -90,33 +90,33 @@ struct WorkerTests {
 
         let held = try await queue.claim(limit: 10)
         #expect(held.count == 5)
-        let before = try cluster.psql(db, "SELECT max(lease_expires) FROM notifications")
+        let before = try await cluster.psql(db, "SELECT max(lease_expires) FROM notifications")
         try await Task.sleep(for: .milliseconds(1100))
         #expect(try await queue.renewLeases(held.map(\.id) + [999_999]) == 5)
-        let after = try cluster.psql(db, "SELECT max(lease_expires) FROM notifications")
+        let after = try await cluster.psql(db, "SELECT max(lease_expires) FROM notifications")
         #expect(after > before, "\(before) → \(after)")
         await queue.close()
     }
 
     @Test("a worker alone takes back its own expired rows once it no longer has them in flight (an outcome write lost), never one it still has")
     func ownExpiredRows() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db, owner: "solo")
         #expect(try await queue.enqueue(requestLines(10).lines) == 10)
         let held = try await queue.claim(limit: 10)
         #expect(held.count == 10)
         // The lease ran out (say its outcome write was lost with the database's last transactions).
-        _ = try cluster.psql(db, "UPDATE notifications SET lease_expires = now() - interval '1 second'")
+        _ = try await cluster.psql(db, "UPDATE notifications SET lease_expires = now() - interval '1 second'")
         #expect(try await queue.claim(limit: 10, inFlight: held.map(\.id)).isEmpty, "still in flight here: not claimed twice")
         let run = try await drainWorker(queue)
         #expect(run.snapshot.entered == 10 && run.report.written == 10 && run.report.possibleDuplicates == 10, "\(run.report)")
-        #expect(try tally(cluster, db) == ["done|accepted": 10])
+        await #expect(try tally(cluster, db) == ["done|accepted": 10])
         await queue.close()
     }
 
     @Test("rows that failed only because the worker stopped (a second signal, the drain deadline) go back to the queue unsent; other failures end their rows")
     func releasedOnStop() async throws {
-        let (cluster, db) = try freshDatabase()
+        let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db, owner: "stopping")
         #expect(try await queue.enqueue(requestLines(3).lines) == 3)
         let held = try await queue.claim(limit: 3)
@@ -130,8 +130,8 @@ struct WorkerTests {
         }
         let result = try await queue.finish(finished)
         #expect(result.written == 1 && result.released == 2 && result.possibleDuplicates == 0)
-        #expect(try tally(cluster, db) == ["done|failed": 1, "queued|-": 2])
-        #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'queued' AND lease_owner IS NULL AND finished_at IS NULL") == "2")
+        await #expect(try tally(cluster, db) == ["done|failed": 1, "queued|-": 2])
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'queued' AND lease_owner IS NULL AND finished_at IS NULL") == "2")
         await queue.close()
     }
 }

@@ -204,10 +204,10 @@ struct RecorderTests {
         let dir = tempDirectory()
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer {
-            _ = try? runCommand("/usr/bin/umount", [dir])
+            _ = try? runCommandBlocking("/usr/bin/umount", [dir])
             try? FileManager.default.removeItem(atPath: dir)
         }
-        _ = try runCommand("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir])
+        _ = try await runCommand("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir])
         var options = RecorderOptions()
         options.level = 9
         let transport = try RecorderTransport(directory: dir + "/log", options: options)

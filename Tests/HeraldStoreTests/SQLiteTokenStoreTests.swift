@@ -134,17 +134,17 @@ struct SQLiteTokenStoreTests {
     }
 
     @Test("a full disk: the write fails with SQLite's reason and the file's name, the run keeps what it learned in memory, the store opens again")
-    func fullDisk() throws {
+    func fullDisk() async throws {
         guard getuid() == 0 else {
             // Mounting a small filesystem needs root (CI runs as root); the failure path itself is also covered by `readOnly`.
             return
         }
         let dir = temporaryDirectory()
         defer {
-            _ = try? runCommand("/usr/bin/umount", [dir])
+            _ = try? runCommandBlocking("/usr/bin/umount", [dir])
             try? FileManager.default.removeItem(atPath: dir)
         }
-        _ = try runCommand("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=160k", "tmpfs", dir])
+        _ = try await runCommand("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=160k", "tmpfs", dir])
         let store = try SQLiteTokenStore(path: storePath(dir))
         var batch = 0
         while store.failure == nil && batch < 100 {
@@ -156,7 +156,7 @@ struct SQLiteTokenStoreTests {
         // The batch that failed is still suppressed in this process.
         #expect(store.isSuppressed(token((batch - 1) * 2000 + 5), topic: "com.a"))
         // Room again: the store opens, with every batch committed before the failure.
-        _ = try runCommand("/usr/bin/mount", ["-o", "remount,size=8m", dir])
+        _ = try await runCommand("/usr/bin/mount", ["-o", "remount,size=8m", dir])
         let reopened = try SQLiteTokenStore(path: storePath(dir))
         #expect(reopened.startup.rowsLoaded == (batch - 1) * 2000)
     }

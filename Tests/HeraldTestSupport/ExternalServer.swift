@@ -41,10 +41,21 @@ public final class ExternalServer: @unchecked Sendable {
         return nil
     }
 
+    /// Starts the server from a task: waiting for its first line happens on a thread of its own.
+    public static func start(_ executable: String, _ arguments: [String]) async throws -> ExternalServer {
+        try await offPool { try ExternalServer(executable, arguments) }
+    }
+
+    /// `stop` from a task: the wait for the server's end happens on a thread of its own.
+    @discardableResult
+    public func stop(interrupt: Bool = false) async -> [String: Any] {
+        (try? await offPool { self.stopBlocking(interrupt: interrupt) }) ?? [:]
+    }
+
     /// Closes the server's standard input (and sends SIGINT if `interrupt`),
     /// waits for it to exit and returns its last line, parsed.
     @discardableResult
-    public func stop(interrupt: Bool = false) -> [String: Any] {
+    public func stopBlocking(interrupt: Bool = false) -> [String: Any] {
         try? input.fileHandleForWriting.close()
         if interrupt { process.interrupt() }
         let rest = output.fileHandleForReading.readDataToEndOfFile()
@@ -69,9 +80,24 @@ public struct ExternalServerError: Error, CustomStringConvertible {
     public var description: String { message }
 }
 
+/// `runCommand` from a task: the wait happens on a thread of its own (`offPool`).
+public func runCommand(_ executable: String, _ arguments: [String]) async throws -> String {
+    try await offPool { try runCommandBlocking(executable, arguments) }
+}
+
+/// `interopPython` from a task: `setup.sh` runs on a thread of its own.
+public func interopPython() async throws -> String {
+    try await offPool { try interopPythonBlocking() }
+}
+
+/// `runServeClient` from a task: the client runs on a thread of its own.
+public func runServeClient(port: Int, tokenFile: String, _ extra: [String]) async throws -> [String: Any] {
+    try await offPool { try runServeClientBlocking(port: port, tokenFile: tokenFile, extra) }
+}
+
 /// Runs a command and returns its standard output; throws when it fails.
-public func runCommand(_ executable: String, _ arguments: [String]) throws -> String {
-    let r = try runProcess(URL(fileURLWithPath: executable), arguments)
+public func runCommandBlocking(_ executable: String, _ arguments: [String]) throws -> String {
+    let r = try runProcessBlocking(URL(fileURLWithPath: executable), arguments)
     guard r.status == 0 else {
         throw ExternalServerError(message: "\(executable) \(arguments.joined(separator: " ")) exited with \(r.status): \(r.stderr)")
     }
@@ -80,9 +106,9 @@ public func runCommand(_ executable: String, _ arguments: [String]) throws -> St
 
 /// The Python of the interop virtual environment (with `apns3`), made by
 /// `Tests/Interop/setup.sh` if it is not there yet (pip, from PyPI).
-public func interopPython() throws -> String {
+public func interopPythonBlocking() throws -> String {
     let setup = repositoryRoot().appendingPathComponent("Tests/Interop/setup.sh").path
-    return try runCommand("/bin/bash", [setup]).trimmingCharacters(in: .whitespacesAndNewlines)
+    return try runCommandBlocking("/bin/bash", [setup]).trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 /// Whether the interop venv exists or can be made: `Tests/Interop/setup.sh`
@@ -94,14 +120,14 @@ public let interopVenvPossible: Bool = {
         ?? repositoryRoot().appendingPathComponent(".build/interop-venv").path
     if FileManager.default.isExecutableFile(atPath: venv + "/bin/python") { return true }
     guard let python = ExternalServer.which(env["HERALD_INTEROP_PYTHON"] ?? "python3") else { return false }
-    return (try? runProcess(URL(fileURLWithPath: python), ["-c", "import venv, ensurepip"]))?.status == 0
+    return (try? runProcessBlocking(URL(fileURLWithPath: python), ["-c", "import venv, ensurepip"]))?.status == 0
 }()
 
 /// Runs `Tests/Interop/serve_client.py` (a client of `herald serve` written with Python's standard
 /// library) against 127.0.0.1:`port` with the bearer token in `tokenFile`; the JSON object it prints last.
-public func runServeClient(port: Int, tokenFile: String, _ extra: [String]) throws -> [String: Any] {
+public func runServeClientBlocking(port: Int, tokenFile: String, _ extra: [String]) throws -> [String: Any] {
     let script = repositoryRoot().appendingPathComponent("Tests/Interop/serve_client.py").path
-    let out = try runCommand(try interopPython(), [script, "--port", String(port), "--token-file", tokenFile] + extra)
+    let out = try runCommandBlocking(try interopPythonBlocking(), [script, "--port", String(port), "--token-file", tokenFile] + extra)
     let line = out.split(separator: "\n").last.map(String.init) ?? ""
     guard let report = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
         throw ExternalServerError(message: "serve_client.py printed \(out.prefix(500))")

@@ -29,12 +29,23 @@ public struct HeraldExecutableMissing: Error, CustomStringConvertible {
 }
 
 /// Runs the built `herald` with `arguments` and returns its exit status, standard output and standard error.
-public func runHerald(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-    try runProcess(try heraldExecutable(), arguments)
+public func runHeraldBlocking(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runProcessBlocking(try heraldExecutable(), arguments)
+}
+
+/// `runHerald` from a task: the wait happens on a thread of its own (`offPool`).
+public func runHerald(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    try await offPool { try runHeraldBlocking(arguments) }
+}
+
+/// `runProcess` from a task: the wait happens on a thread of its own (`offPool`).
+public func runProcess(_ executable: URL, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    try await offPool { try runProcessBlocking(executable, arguments) }
 }
 
 /// Runs `executable` with `arguments` and returns its exit status, standard output and standard error.
-public func runProcess(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+/// It blocks its thread until the program ends: from a task, the `async` overload is chosen.
+public func runProcessBlocking(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
     let p = Process()
     p.executableURL = executable
     p.arguments = arguments

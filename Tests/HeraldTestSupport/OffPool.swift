@@ -18,3 +18,8 @@ public func offPool<T>(_ body: @escaping @Sendable () throws -> sending T) async
         thread.start()
     }
 }
+
+/// `Result { … }` for a body that awaits: its value or the error it threw.
+public func catching<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+    do { return .success(try await body()) } catch { return .failure(error) }
+}

@@ -125,18 +125,29 @@ public final class PostgresCluster: Sendable {
 
     /// Runs SQL with psql on `database`; returns its unaligned, tuples-only output (`|` between columns).
     @discardableResult
-    public func psql(_ database: String, _ sql: String) throws -> String {
-        let r = try runProcess(
+    public func psqlBlocking(_ database: String, _ sql: String) throws -> String {
+        let r = try runProcessBlocking(
             URL(fileURLWithPath: "\(bin)/psql"),
             ["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", host, "-p", "\(port)", "-U", user, "-d", database, "-c", sql])
         guard r.status == 0 else { throw ExternalServerError(message: "psql on \(database): \(sql.prefix(200)): \(r.stderr)") }
         return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// `psql` from a task: psql runs on a thread of its own.
+    @discardableResult
+    public func psql(_ database: String, _ sql: String) async throws -> String {
+        try await offPool { try self.psqlBlocking(database, sql) }
+    }
+
+    /// `createDatabase` from a task.
+    public func createDatabase() async throws -> String {
+        try await offPool { try self.createDatabaseBlocking() }
+    }
+
     /// A new, empty database named `t_<random>`.
-    public func createDatabase() throws -> String {
+    public func createDatabaseBlocking() throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
-        try psql("postgres", "CREATE DATABASE \(name)")
+        try psqlBlocking("postgres", "CREATE DATABASE \(name)")
         return name
     }
 }
