@@ -60,7 +60,7 @@ public final class PostgresQueue: Sendable {
         do {
             return try await body()
         } catch {
-            throw QueueError("PostgreSQL \(configuration): \(what): \(QueueError.explain(error))")
+            throw QueueError("PostgreSQL \(configuration): \(what): \(QueueError.explain(error))", isOutage: QueueError.isOutage(error))
         }
     }
 

@@ -3,8 +3,24 @@ import PostgresNIO
 /// A queue failure, naming the database and what was being done.
 public struct QueueError: Error, Sendable, CustomStringConvertible {
     public let message: String
-    public init(_ message: String) { self.message = message }
+    /// Whether the database was away (no connection, the connection lost, the server shutting
+    /// down or not yet accepting sessions) rather than answering the statement with an error.
+    public let isOutage: Bool
+    public init(_ message: String, isOutage: Bool = false) {
+        self.message = message
+        self.isOutage = isOutage
+    }
     public var description: String { message }
+
+    /// Whether `error` means the database was away rather than refusing the statement:
+    /// a connection-level failure, or SQLSTATE class 08 (connection exception), 57P
+    /// (shutdown, crash, cannot connect now) or 53 (insufficient resources).
+    static func isOutage(_ error: any Error) -> Bool {
+        if let e = error as? QueueError { return e.isOutage }
+        guard let e = error as? PSQLError else { return false }
+        guard let state = e.serverInfo?[.sqlState] else { return e.serverInfo == nil }
+        return state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53")
+    }
 
     /// `error` (usually a `PSQLError`) as a sentence: PostgreSQL's own message,
     /// SQLSTATE, detail and hint, or the connection failure. postgres-nio's

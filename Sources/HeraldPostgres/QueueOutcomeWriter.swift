@@ -6,15 +6,31 @@ import Synchronization
 /// ``PostgresQueueSource`` as it emits, emptied by ``QueueOutcomeWriter`` as
 /// outcomes arrive. Its size is the number of rows in the pipeline.
 public final class LeaseBook: Sendable {
-    let rows = Mutex<[UInt64: Int64]>([:])
+    struct Rows {
+        /// Emitted rows by sequence number, their outcome not decided yet.
+        var undecided: [UInt64: Int64] = [:]
+        /// Rows whose outcome is decided but not yet written back.
+        var unwritten: Set<Int64> = []
+    }
+    let rows = Mutex(Rows())
     public init() {}
-    func hold(_ sequence: UInt64, row: Int64) { rows.withLock { $0[sequence] = row } }
-    func take(_ sequence: UInt64) -> Int64? { rows.withLock { $0.removeValue(forKey: sequence) } }
-    func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0[sequence] } }
+    func hold(_ sequence: UInt64, row: Int64) { rows.withLock { $0.undecided[sequence] = row } }
+    /// The row of a decided sequence number: it stays held, as unwritten, until ``settle(_:)``.
+    func take(_ sequence: UInt64) -> Int64? {
+        rows.withLock { r in
+            guard let id = r.undecided.removeValue(forKey: sequence) else { return nil }
+            r.unwritten.insert(id)
+            return id
+        }
+    }
+    /// These rows' outcomes were written, or given up: the book no longer holds them.
+    func settle(_ ids: some Sequence<Int64>) { rows.withLock { r in for id in ids { r.unwritten.remove(id) } } }
+    func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0.undecided[sequence] } }
     /// Rows emitted whose outcome has not been decided yet.
-    public var count: Int { rows.withLock { $0.count } }
-    /// Their ids.
-    var ids: [Int64] { rows.withLock { Array($0.values) } }
+    public var count: Int { rows.withLock { $0.undecided.count } }
+    /// The rows this worker holds: undecided, or decided and not yet written. Its own claims
+    /// never take these back, even once their lease has expired (after a long outage).
+    var ids: [Int64] { rows.withLock { Array($0.undecided.values) + Array($0.unwritten) } }
 }
 
 /// Writes each outcome back to its row, in batches of one `UPDATE` each, and
@@ -22,9 +38,11 @@ public final class LeaseBook: Sendable {
 ///
 /// ``observe(_:)`` only queues the records; a task of the writer's own writes
 /// them (``PostgresQueue/finish(_:)``), retrying while the database is away.
-/// A batch that still cannot be written after a lease's length is given up
-/// (counted in ``Report/notWritten``): by then its rows are someone else's
-/// to claim. Call ``start()`` before the run and ``finish()`` after it.
+/// While the database is away the writer waits for it (the rows stay in the
+/// ``LeaseBook``, so this worker's own claims never take them back); a batch
+/// the database refuses for a lease's length, or that cannot be written by
+/// the end of ``finish()``, is given up (counted in ``Report/notWritten``):
+/// by then its rows are someone else's to claim. Call ``start()`` before the run and ``finish()`` after it.
 public final class QueueOutcomeWriter: OutcomeObserver {
     let queue: PostgresQueue
     let book: LeaseBook
@@ -133,10 +151,11 @@ public final class QueueOutcomeWriter: OutcomeObserver {
     }
     let outage = Mutex(Outage())
 
-    /// Writes one batch, retrying with back-off while the database has been
-    /// failing for less than a lease's length (counted from the first failure,
-    /// across batches: a long outage does not cost a lease per batch), and no
-    /// later than `finish()`'s deadline.
+    /// Writes one batch, retrying with back-off: for as long as the database is
+    /// away while the run goes on; for a lease's length when it refuses the
+    /// statement, or once `finish()` began (counted from the first failure,
+    /// across batches: a long outage does not cost a lease per batch); never
+    /// past `finish()`'s deadline.
     func write(_ batch: [PostgresQueue.Finished]) async {
         let clock = ContinuousClock()
         var delay = Duration.milliseconds(50)
@@ -144,6 +163,7 @@ public final class QueueOutcomeWriter: OutcomeObserver {
             do {
                 let result = try await queue.finish(batch)
                 outage.withLock { $0.failingSince = nil }
+                book.settle(batch.lazy.map(\.id))
                 state.withLock { s in
                     s.writing = []
                     s.report.written += result.written
@@ -157,8 +177,14 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                     if o.failingSince == nil { o.failingSince = clock.now }
                     return (o.failingSince!, o.finishBy)
                 }
-                if clock.now - since >= queue.configuration.lease || finishBy.map({ clock.now >= $0 }) == true {
+                // While the run goes on, a database that is away is waited for however long: no other
+                // worker can take the rows meanwhile, and the source claims nothing either, so what
+                // waits is bounded. A database that answers with a refusal is given a lease's length;
+                // so is any failure once finish() began, and never past its deadline.
+                let failedForALease = clock.now - since >= queue.configuration.lease
+                if (failedForALease && (!error.isOutage || finishBy != nil)) || finishBy.map({ clock.now >= $0 }) == true {
                     onProblem("\(error); giving up on \(batch.count) outcomes (their rows will be claimed again once their lease expires)")
+                    book.settle(batch.lazy.map(\.id))
                     state.withLock { s in
                         s.writing = []
                         s.report.notWritten += batch.count
@@ -177,7 +203,7 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         while (try? await Task.sleep(for: period)) != nil {
             do {
                 // Rows in the pipeline, and outcomes not yet written.
-                let ids = book.ids + state.withLock { s in s.writing + s.pending.map(\.id) }
+                let ids = book.ids
                 try await queue.renewLeases(ids)
             } catch {
                 onProblem("\(error)")

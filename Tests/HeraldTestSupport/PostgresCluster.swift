@@ -69,11 +69,7 @@ public final class PostgresCluster: Sendable {
         for _ in 0..<5 {
             let port = try freePort()
             do {
-                try Self.run(bin, "pg_ctl", [
-                    "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "30", "-o",
-                    "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
-                    "start",
-                ])
+                try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port))
                 self.port = port
                 return
             } catch {
@@ -82,6 +78,15 @@ public final class PostgresCluster: Sendable {
         }
         let log = (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? ""
         throw ExternalServerError(message: "PostgreSQL did not start in \(directory): \(lastError.map { "\($0)" } ?? "") \(log.suffix(2000))")
+    }
+
+    /// `pg_ctl`'s arguments to start the server in `directory` on `port` (and wait until it listens).
+    static func startArguments(_ directory: String, port: Int) -> [String] {
+        [
+            "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "30", "-o",
+            "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+            "start",
+        ]
     }
 
     /// Runs one of the server's programs (as `nobody` when root); throws with its output when it fails.
@@ -113,6 +118,18 @@ public final class PostgresCluster: Sendable {
             else { continue }
             _ = try? run(bin, "pg_ctl", ["-D", dir + "/data", "-m", "immediate", "-w", "stop"])
             try? FileManager.default.removeItem(atPath: dir)
+        }
+    }
+
+    /// Takes the server away as an outage does, then brings it back on the same port:
+    /// a fast shutdown (every session is ended, open transactions roll back), `downFor`
+    /// with nothing listening, then a start. Runs on a thread of its own.
+    public func restart(downFor: Duration) async throws {
+        let (bin, port, directory) = (bin, port, directory)
+        try await offPool {
+            try Self.run(bin, "pg_ctl", ["-D", directory + "/data", "-m", "fast", "-w", "-t", "30", "stop"])
+            Thread.sleep(forTimeInterval: Double(downFor.components.seconds) + Double(downFor.components.attoseconds) / 1e18)
+            try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port))
         }
     }
 
