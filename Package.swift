@@ -178,6 +178,8 @@ let package = Package(
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                // TLS to the database (postgres-nio's own TLS is swift-nio-ssl).
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         // `herald bench …`: the benchmarks, apart from the executable and the products.

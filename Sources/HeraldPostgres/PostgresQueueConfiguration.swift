@@ -1,4 +1,6 @@
+import Foundation
 import HeraldCore
+import NIOSSL
 import PostgresNIO
 
 /// Where the queue is and how a worker uses it: the configuration's `queue`
@@ -11,6 +13,11 @@ import PostgresNIO
 ///
 /// The password comes from a file (`passwordFile`) or an environment variable
 /// (`passwordEnv`), never inline, and is never printed: ``description`` leaves it out.
+///
+/// `tls`: `"verify-full"` (TLS required; the server's certificate verified against
+/// `caFile`, or the system's roots without it, and its name against `serverName`, or
+/// `host`) or `"disable"` (plain TCP). Without the key: `"disable"` when `host` is a
+/// loopback address, `"verify-full"` anywhere else.
 public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     public var host = "127.0.0.1"
     public var port = 5432
@@ -27,11 +34,26 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     public var writeBatch = 5000
     /// How long a connection attempt may take; a server unreachable for about this long fails what waits for it.
     public var connectTimeout: Duration = .seconds(10)
+    /// How the connection is protected.
+    public var tls: TLSMode = .disable
+    /// The CA certificates (PEM) the server's certificate must chain to; `nil`: the system's roots.
+    public var caFile: String?
+    /// The name the server's certificate must carry; `nil`: `host`.
+    public var serverName: String?
+
+    /// How the connection to PostgreSQL is protected.
+    public enum TLSMode: String, Sendable, CaseIterable {
+        /// Plain TCP: for loopback or a private network.
+        case disable
+        /// TLS required; certificate and host name verified.
+        case verifyFull = "verify-full"
+    }
 
     public init() {}
 
     /// Reads the `queue` node: `type` (`"postgres"`, required), `host`, `port`, `user`,
-    /// `database`, `passwordFile` or `passwordEnv`, `lease`, `poll` and `connectTimeout` (seconds), `batch`, `writeBatch`.
+    /// `database`, `passwordFile` or `passwordEnv`, `lease`, `poll` and `connectTimeout` (seconds), `batch`, `writeBatch`,
+    /// `tls`, `caFile`, `serverName`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> PostgresQueueConfiguration {
         guard try node.string("type", oneOf: ["postgres"]) != nil else {
             throw node.error("type", "required: \"postgres\" (the queue is a PostgreSQL table)")
@@ -52,6 +74,15 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         c.connectTimeout = try seconds(node, "connectTimeout", in: 0.1...600) ?? c.connectTimeout
         c.batch = try node.int("batch", in: 1...65_536) ?? c.batch
         c.writeBatch = try node.int("writeBatch", in: 1...65_536) ?? c.writeBatch
+        let loopback = ["127.0.0.1", "::1", "localhost"].contains(c.host) || c.host.hasPrefix("127.")
+        c.tls = try node.string("tls", oneOf: TLSMode.allCases.map(\.rawValue)).flatMap(TLSMode.init(rawValue:))
+            ?? (loopback ? .disable : .verifyFull)
+        c.caFile = try node.path("caFile")
+        c.serverName = try node.string("serverName")
+        if let ca = c.caFile {
+            guard c.tls == .verifyFull else { throw node.error("caFile", "is for \"tls\": \"verify-full\"") }
+            guard FileManager.default.isReadableFile(atPath: ca) else { throw node.error("caFile", "cannot read \(ca)") }
+        }
         return c
     }
 
@@ -64,18 +95,34 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     /// `postgres://user@host:port/database` (no password).
     public var description: String { "postgres://\(user)@\(host):\(port)/\(database)" }
 
-    /// The client's configuration: plain TCP (TLS is for a later step; use loopback or a private network).
+    /// The TLS client settings for `verify-full`: the chain verified against `caFile` (or the
+    /// system's roots) and the name against `serverName` or `host`.
+    var tlsConfiguration: TLSConfiguration {
+        var t = TLSConfiguration.makeClientConfiguration()
+        t.certificateVerification = .fullVerification
+        if let caFile { t.trustRoots = .file(caFile) }
+        return t
+    }
+
+    /// The client's configuration.
     var client: PostgresClient.Configuration {
-        var c = PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        var c = PostgresClient.Configuration(
+            host: host, port: port, username: user, password: password, database: database,
+            tls: tls == .verifyFull ? .require(tlsConfiguration) : .disable)
         c.options.maximumConnections = 4
         c.options.connectTimeout = connectTimeout
+        c.options.tlsServerName = serverName
         return c
     }
 
     /// One connection's configuration (for migrations: they fail at once when the server cannot be reached).
     var connection: PostgresConnection.Configuration {
-        var c = PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
-        c.options.connectTimeout = .nanoseconds(connectTimeout.components.seconds * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000)
-        return c
+        get throws {
+            let mode: PostgresConnection.Configuration.TLS = tls == .verifyFull ? .require(try NIOSSLContext(configuration: tlsConfiguration)) : .disable
+            var c = PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: mode)
+            c.options.connectTimeout = .nanoseconds(connectTimeout.components.seconds * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000)
+            c.options.tlsServerName = serverName
+            return c
+        }
     }
 }

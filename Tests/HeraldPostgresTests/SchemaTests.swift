@@ -90,6 +90,16 @@ struct QueueConfigurationTests {
         #expect(c.description == "postgres://u@db:6543/d" && !"\(c)".contains("s3cret"))
     }
 
+    @Test("tls: verify-full by default away from loopback, disable on it; either when named")
+    func tlsDefaults() throws {
+        #expect(try load(#"{"queue":{"type":"postgres","host":"db.example.com"}}"#).tls == .verifyFull)
+        #expect(try load(#"{"queue":{"type":"postgres","host":"127.0.0.1"}}"#).tls == .disable)
+        #expect(try load(#"{"queue":{"type":"postgres"}}"#).tls == .disable)
+        #expect(try load(#"{"queue":{"type":"postgres","host":"db.example.com","tls":"disable"}}"#).tls == .disable)
+        let c = try load(#"{"queue":{"type":"postgres","host":"::1","tls":"verify-full","caFile":"/etc/hosts","serverName":"db"}}"#)
+        #expect(c.tls == .verifyFull && c.caFile == "/etc/hosts" && c.serverName == "db")
+    }
+
     @Test(
         "mistakes name the key",
         arguments: [
@@ -99,6 +109,9 @@ struct QueueConfigurationTests {
             (#"{"queue":{"type":"postgres","passwordEnv":"HERALD_TEST_NO_SUCH_VARIABLE"}}"#, "queue.passwordEnv: the environment variable HERALD_TEST_NO_SUCH_VARIABLE is not set"),
             (#"{"queue":{"type":"postgres","passwordFile":"/nonexistent/pw","passwordEnv":"X"}}"#, "queue.passwordFile: give passwordFile or passwordEnv, not both"),
             (#"{"queue":{"type":"postgres","hots":"db"}}"#, "queue.hots: unknown key"),
+            (#"{"queue":{"type":"postgres","tls":"prefer"}}"#, #"queue.tls: must be one of "disable""#),
+            (#"{"queue":{"type":"postgres","tls":"disable","caFile":"/etc/hosts"}}"#, #"queue.caFile: is for "tls": "verify-full""#),
+            (#"{"queue":{"type":"postgres","tls":"verify-full","caFile":"/nonexistent/ca.pem"}}"#, "queue.caFile: cannot read /nonexistent/ca.pem"),
         ])
     func mistakes(json: String, message: String) throws {
         #expect(throws: ConfigError.self) { try load(json) }

@@ -37,6 +37,8 @@ public final class PostgresCluster: Sendable {
     public let user = "postgres"
     let bin: String
     let stopped = Mutex(false)
+    /// Server settings beyond the defaults (`-c name=value …`), kept for ``restart(downFor:)``.
+    let extraOptions: String
 
     /// The server of this test process, started on first use.
     public static var shared: PostgresCluster {
@@ -50,9 +52,13 @@ public final class PostgresCluster: Sendable {
 
     static var asRoot: Bool { geteuid() == 0 }
 
-    public init() throws {
+    /// A new server. `prepare` runs after `initdb`, before the start, with the data
+    /// directory (to write `pg_hba.conf`, certificates…; as root, what it writes is then
+    /// given to `nobody`); `extraOptions` are added to the server's command line.
+    public init(extraOptions: String = "", prepare: (_ dataDirectory: String) throws -> Void = { _ in }) throws {
         guard let bin = Self.binaries else { throw ExternalServerError(message: Self.absent) }
         self.bin = bin
+        self.extraOptions = extraOptions
         Self.stopAbandoned()
         directory = "/tmp/herald-pg-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -64,12 +70,18 @@ public final class PostgresCluster: Sendable {
             }
         }
         try Self.run(bin, "initdb", ["-D", directory + "/data", "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"])
+        try prepare(directory + "/data")
+        if Self.asRoot, let nobody = getpwnam("nobody") {
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory + "/data") {
+                _ = chown(directory + "/data/" + name, nobody.pointee.pw_uid, nobody.pointee.pw_gid)
+            }
+        }
         // A port taken between freePort and the server's bind fails the start: try another.
         var lastError: (any Error)?
         for _ in 0..<5 {
             let port = try freePort()
             do {
-                try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port))
+                try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port, extraOptions: extraOptions))
                 self.port = port
                 return
             } catch {
@@ -81,10 +93,10 @@ public final class PostgresCluster: Sendable {
     }
 
     /// `pg_ctl`'s arguments to start the server in `directory` on `port` (and wait until it listens).
-    static func startArguments(_ directory: String, port: Int) -> [String] {
+    static func startArguments(_ directory: String, port: Int, extraOptions: String) -> [String] {
         [
             "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "30", "-o",
-            "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+            "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \(extraOptions)",
             "start",
         ]
     }
@@ -125,11 +137,11 @@ public final class PostgresCluster: Sendable {
     /// a fast shutdown (every session is ended, open transactions roll back), `downFor`
     /// with nothing listening, then a start. Runs on a thread of its own.
     public func restart(downFor: Duration) async throws {
-        let (bin, port, directory) = (bin, port, directory)
+        let (bin, port, directory, extraOptions) = (bin, port, directory, extraOptions)
         try await offPool {
             try Self.run(bin, "pg_ctl", ["-D", directory + "/data", "-m", "fast", "-w", "-t", "30", "stop"])
             Thread.sleep(forTimeInterval: Double(downFor.components.seconds) + Double(downFor.components.attoseconds) / 1e18)
-            try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port))
+            try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port, extraOptions: extraOptions))
         }
     }
 
