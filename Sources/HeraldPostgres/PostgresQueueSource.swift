@@ -32,6 +32,9 @@ public struct PostgresQueueSource: NotificationSource {
         self.onProblem = onProblem
     }
 
+    /// Rows a worker may hold (in the pipeline, or their outcomes not yet written) before it claims more.
+    var heldLimit: Int { 4 * queue.configuration.batch + queue.configuration.writeBatch }
+
     public func produce(into sink: SourceSink) async throws {
         var delay = Duration.milliseconds(50)
         // The next batch, claimed while this one is emitted: the claim's round trip overlaps the pipeline's work.
@@ -41,6 +44,12 @@ public struct PostgresQueueSource: NotificationSource {
                 // Claimed rows are this worker's to finish: what was prefetched goes through too.
                 if let rows = try? await prefetched?.value { await emit(rows, into: sink) }
                 return
+            }
+            // Memory stays bounded when outcomes are written more slowly than rows are claimed:
+            // no new claim while the worker holds more than a few batches.
+            if book.held >= heldLimit {
+                try? await Task.sleep(for: .milliseconds(5))
+                continue
             }
             let rows: [PostgresQueue.Claimed]
             // Read before claiming: a NOTIFY after an empty claim still wakes the wait below.

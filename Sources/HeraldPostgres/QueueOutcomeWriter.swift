@@ -28,6 +28,8 @@ public final class LeaseBook: Sendable {
     func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0.undecided[sequence] } }
     /// Rows emitted whose outcome has not been decided yet.
     public var count: Int { rows.withLock { $0.undecided.count } }
+    /// Rows held: undecided, or decided and not yet written.
+    public var held: Int { rows.withLock { $0.undecided.count + $0.unwritten.count } }
     /// The rows this worker holds: undecided, or decided and not yet written. Its own claims
     /// never take these back, even once their lease has expired (after a long outage).
     var ids: [Int64] { rows.withLock { Array($0.undecided.values) + Array($0.unwritten) } }

@@ -39,4 +39,41 @@ struct OutcomeWriterTests {
         await #expect(try tally(cluster, db) == ["leased|-": 6])
         await queue.close()
     }
+
+    @Test("outcomes written more slowly than rows are claimed: the worker stops claiming at its limit, so what it holds stays bounded; every row still done once")
+    func slowWritesBoundWhatIsHeld() async throws {
+        let (cluster, db) = try await freshDatabase()
+        var configuration = queueConfiguration(cluster, db, batch: 100)
+        configuration.writeBatch = 100
+        let queue = PostgresQueue(configuration: configuration, owner: "slow-writes")
+        try await queue.migrate()
+        #expect(try await queue.enqueue(requestLines(3000).lines) == 3000)
+        // Every outcome write takes 100 ms more (claims do not).
+        _ = try await cluster.psql(db, """
+            CREATE FUNCTION herald_test_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF EXISTS (SELECT 1 FROM changed WHERE state = 'done') THEN PERFORM pg_sleep(0.1); END IF;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER herald_test_slow AFTER UPDATE ON notifications REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
+                EXECUTE FUNCTION herald_test_slow();
+            """)
+        // Four batches and one write batch.
+        let limit = 500
+        #expect(queue.worker(drain: true).source.heldLimit == limit)
+        let running = Task { try await drainWorker(queue) }
+        var most = 0
+        while true {
+            let leased = Int(try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
+            most = max(most, leased)
+            if leased == 0, try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'queued'") == "0" { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let run = try await running.value
+        #expect(run.report.written == 3000 && run.snapshot.isBalanced, "\(run.report)")
+        // At the limit, plus the batch claimed ahead.
+        #expect(most > 0 && most <= limit + configuration.batch, "\(most) leased at once; limit \(limit)")
+        await #expect(try tally(cluster, db) == ["done|accepted": 3000])
+        await queue.close()
+    }
 }
