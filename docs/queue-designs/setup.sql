@@ -16,3 +16,8 @@ CREATE TABLE nc (id bigserial PRIMARY KEY, body text NOT NULL, enqueued_at times
 CREATE TABLE cursor_c (next bigint NOT NULL); INSERT INTO cursor_c VALUES (1);
 CREATE TABLE leases (lo bigint PRIMARY KEY, hi bigint NOT NULL, owner text NOT NULL, expires timestamptz NOT NULL, attempts int NOT NULL DEFAULT 1);
 CREATE TABLE outcomes (id bigint PRIMARY KEY, outcome text NOT NULL, status int, reason_code text, reason text, apns_id text, possible_duplicate bool NOT NULL DEFAULT false, finished_at timestamptz NOT NULL DEFAULT now());
+-- 100,000 rows in each design's table.
+INSERT INTO na (body) SELECT '{"id":' || g || ',"token":"' || repeat('ab', 32) || '","alert":"n' || g || '"}' FROM generate_series(1, 100000) g;
+INSERT INTO nb (body) SELECT body FROM na ORDER BY id;
+INSERT INTO nc (body) SELECT body FROM na ORDER BY id;
+VACUUM ANALYZE;
