@@ -74,7 +74,7 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         c.connectTimeout = try seconds(node, "connectTimeout", in: 0.1...600) ?? c.connectTimeout
         c.batch = try node.int("batch", in: 1...65_536) ?? c.batch
         c.writeBatch = try node.int("writeBatch", in: 1...65_536) ?? c.writeBatch
-        let loopback = ["127.0.0.1", "::1", "localhost"].contains(c.host) || c.host.hasPrefix("127.")
+        let loopback = c.host == "::1" || c.host == "localhost" || c.host.hasPrefix("127.")
         c.tls = try node.string("tls", oneOf: TLSMode.allCases.map(\.rawValue)).flatMap(TLSMode.init(rawValue:))
             ?? (loopback ? .disable : .verifyFull)
         c.caFile = try node.path("caFile")
@@ -120,7 +120,7 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         get throws {
             let mode: PostgresConnection.Configuration.TLS = tls == .verifyFull ? .require(try NIOSSLContext(configuration: tlsConfiguration)) : .disable
             var c = PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: mode)
-            c.options.connectTimeout = .nanoseconds(connectTimeout.components.seconds * 1_000_000_000 + connectTimeout.components.attoseconds / 1_000_000_000)
+            c.options.connectTimeout = TimeAmount(connectTimeout)
             c.options.tlsServerName = serverName
             return c
         }

@@ -56,8 +56,6 @@ public final class QueueOutcomeWriter: OutcomeObserver {
 
     struct State {
         var pending: [PostgresQueue.Finished] = []
-        /// The batch being written.
-        var writing: [Int64] = []
         var report = Report()
     }
 
@@ -134,7 +132,6 @@ public final class QueueOutcomeWriter: OutcomeObserver {
             let n = min(s.pending.count, queue.configuration.writeBatch)
             let batch = Array(s.pending.prefix(n))
             s.pending.removeFirst(n)
-            s.writing = batch.map(\.id)
             return batch
         }
     }
@@ -167,7 +164,6 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                 outage.withLock { $0.failingSince = nil }
                 book.settle(batch.lazy.map(\.id))
                 state.withLock { s in
-                    s.writing = []
                     s.report.written += result.written
                     s.report.possibleDuplicates += result.possibleDuplicates
                     s.report.released += result.released
@@ -188,7 +184,6 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                     onProblem("\(error); giving up on \(batch.count) outcomes (their rows will be claimed again once their lease expires)")
                     book.settle(batch.lazy.map(\.id))
                     state.withLock { s in
-                        s.writing = []
                         s.report.notWritten += batch.count
                     }
                     return

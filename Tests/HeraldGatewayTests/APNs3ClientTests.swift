@@ -15,14 +15,14 @@ struct APNs3ClientTests {
         var args = ["simulate", "--certificate", certs.serverCertificate, "--key", certs.serverKey, "--client-ca", certs.caCertificate]
         for t in invalid { args += ["--invalid-token", t] }
         let arguments = args
-        let simulator = try await offPool { try ExternalServer(try heraldExecutable().path, arguments) }
+        let simulator = try await ExternalServer.start(try heraldExecutable().path, arguments)
         let port = simulator.ready["gateway_port"] as! Int
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/apns3_client.py").path
-        let output = try await offPool { try runCommandBlocking(python, [
+        let output = try await runCommand(python, [
             script, "--host", "127.0.0.1", "--port", "\(port)", "--cert", certs.clientCertificate, "--key", certs.clientKey,
             "--ca", certs.caCertificate, "--server-name", "localhost", "--count", "1000",
             "--invalid", invalid.joined(separator: ","), "--invalid-at", "100,500,900",
-        ]) }
+        ])
         let summary = await simulator.stop(interrupt: true)
         let line = output.split(separator: "\n").last.map(String.init) ?? ""
         let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "apns3 client printed \(output)")

@@ -37,10 +37,10 @@ struct PythonGatewayTests {
         let invalid = Set(stride(from: s.invalidEvery / 2, to: s.count, by: s.invalidEvery).map { tokens[$0] })
         try invalid.map(\.hex).joined(separator: "\n").write(toFile: dir + "/invalid.txt", atomically: true, encoding: .utf8)
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/apns_gateway.py").path
-        let gateway = try await offPool { try ExternalServer(ExternalServer.which("python3")!, [
+        let gateway = try await ExternalServer.start(ExternalServer.which("python3")!, [
             script, "--cert", certs.serverCertificate, "--key", certs.serverKey, "--ca", certs.caCertificate,
             "--invalid-tokens", dir + "/invalid.txt", "--log", dir + "/delivered.log", "--max-seconds", "300",
-        ] + s.gatewayFlags) }
+        ] + s.gatewayFlags)
         let port = gateway.ready["port"] as! Int
         var config = gatewayConfig(port: port, identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey), ca: certs.caCertificate)
         config.connections = s.connections

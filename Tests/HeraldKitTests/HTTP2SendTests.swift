@@ -8,7 +8,7 @@ struct HTTP2SendTests {
     func send() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        _ = try await offPool { try runCommandBlocking("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
+        _ = try await runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
         let good = String(repeating: "ab", count: 32), bad = String(repeating: "cd", count: 32), gone = String(repeating: "ef", count: 32)
         try #"""
         {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.db"},
@@ -30,7 +30,7 @@ struct HTTP2SendTests {
         // HTTP/2 takes tokens of any length: the binary interface's 32-byte rule (its framer) is not applied.
         lines.append(#"{"id":907,"token":"\#(String(repeating: "5a", count: 100))","topic":"com.example.app","alert":"long token"}"#)
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
-        let (status, _, stderr) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
         #expect(status == 0, "rejections are outcomes, not failures: \(stderr)")
         let outcomes = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(outcomes.count == 208)
@@ -44,7 +44,7 @@ struct HTTP2SendTests {
         #expect(outcomes.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
         #expect(outcomes.contains { $0.contains(#""id":902"#) && $0.contains(#""outcome":"dropped""#) })
         // The 410 is in the store under the request's topic, with APNs' time and its source.
-        let (listed, store, listError) = try await offPool { try runHeraldBlocking(["tokens", "export", "--config", dir + "/herald.json"]) }
+        let (listed, store, listError) = try await runHerald(["tokens", "export", "--config", dir + "/herald.json"])
         #expect(listed == 0, "\(listError)")
         #expect(store.contains(gone) && store.contains(#""topic":"com.example.app""#) && store.contains(#""unregisteredSource":"http-410""#))
         #expect(!store.contains(good))
@@ -58,12 +58,12 @@ struct HTTP2SendTests {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let certs = sharedCertificates
-        _ = try await offPool { try runCommandBlocking("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
+        _ = try await runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
         let good = String(repeating: "ab", count: 32), bad = String(repeating: "cd", count: 32), gone = String(repeating: "ef", count: 32)
-        let simulator = try await offPool { try ExternalServer(try heraldExecutable().path, [
+        let simulator = try await ExternalServer.start(try heraldExecutable().path, [
             "simulate", "--http2", "--certs", certs.directory, "--token-key", dir + "/AuthKey.p8", "--key-id", "KEY1234567",
             "--team-id", "TEAM123456", "--bad-token", bad, "--unregistered-token", gone, "--go-away", "0.01", "--max-streams", "10",
-        ]) }
+        ])
         let port = simulator.ready["port"] as! Int
         try #"""
         {"outcomes":"outcomes.jsonl","tokens":{"path":"tokens.db"},
@@ -75,7 +75,7 @@ struct HTTP2SendTests {
         lines += [#"{"id":900,"token":"\#(bad)","alert":"x"}"#, #"{"id":901,"token":"\#(gone)","alert":"x"}"#]
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
 
-        let (status, _, stderr) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
         #expect(status == 0, "\(stderr)")
         let first = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(first.count == 302)
@@ -84,7 +84,7 @@ struct HTTP2SendTests {
         #expect(first.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
 
         // The same requests again: the dead token is suppressed before it reaches the wire.
-        let (again, _, stderr2) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (again, _, stderr2) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
         #expect(again == 0, "\(stderr2)")
         let second = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(second.contains { $0.contains(#""id":901"#) && $0.contains(#""outcome":"suppressed""#) })
@@ -92,9 +92,9 @@ struct HTTP2SendTests {
         // (Seconds are the store's unit: a registration in the same second as the unregistration does not lift it.)
         let later = String(Int(Date().timeIntervalSince1970) + 2)
         // The app registered again after the 410: the token goes out again.
-        let (registered, _, registerError) = try await offPool { try runHeraldBlocking(["tokens", "register", "--config", dir + "/herald.json", "--token", gone, "--topic", "com.example.app", "--at", later]) }
+        let (registered, _, registerError) = try await runHerald(["tokens", "register", "--config", dir + "/herald.json", "--token", gone, "--topic", "com.example.app", "--at", later])
         #expect(registered == 0, "\(registerError)")
-        let (third, _, stderr3) = try await offPool { try runHeraldBlocking(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"]) }
+        let (third, _, stderr3) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
         #expect(third == 0, "\(stderr3)")
         let thirdLines = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(thirdLines.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410"#) })
@@ -110,10 +110,10 @@ struct HTTP2SendTests {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let certs = sharedCertificates
-        _ = try await offPool { try runCommandBlocking("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"]) }
-        let simulator = try await offPool { try ExternalServer(try heraldExecutable().path, [
+        _ = try await runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
+        let simulator = try await ExternalServer.start(try heraldExecutable().path, [
             "simulate", "--http2", "--certs", certs.directory, "--token-key", dir + "/AuthKey.p8", "--key-id", "KEY1234567", "--team-id", "TEAM123456",
-        ]) }
+        ])
         let port = simulator.ready["port"] as! Int
         try #"""
         {"outcomes":"outcomes.jsonl",

@@ -48,7 +48,7 @@ struct ServeTests {
         #expect((checks["get_first"] as? [Any])?.last as? String == "decided" && checks["get_unknown"] as? Int == 404)
         #expect(r["accepted"] as? Int == 20_000)
         let metrics = r["metrics"] as? [String: Double] ?? [:]
-        let summary = try await offPool { server.stopBlocking(interrupt: true) }
+        let summary = await server.stop(interrupt: true)
         let fields = summary["summary"] as? [String: Any] ?? [:]
         #expect(fields["entered"] as? Int == 20_000 && fields["balanced"] as? Bool == true, "\(summary)")
         let byID = try outcomesByCallerID(dir + "/outcomes.jsonl")
@@ -77,7 +77,7 @@ struct ServeTests {
         let r = try await runClient(port: port, dir: dir, [
             "--count", "1000000", "--batch", "1000", "--signal-pid", String(server.processIdentifier), "--signal-after", "200",
         ])
-        let summary = try await offPool { server.stopBlocking() }
+        let summary = await server.stop()
         let ids = r["ids"] as? [String: Int] ?? [:]
         let accepted = r["accepted"] as? Int ?? -1, refused = r["refused"] as? Int ?? -1
         #expect(accepted >= 200_000 && refused > 0 && accepted + refused == 1_000_000, "accepted \(accepted), refused \(refused)")
@@ -123,7 +123,7 @@ struct ServeTests {
          "transport":{"type":"gateway","host":"127.0.0.1","port":\(port),"serverName":"localhost","certificate":"\(certs.clientCertificate)",
                       "key":"\(certs.clientKey)","caFile":"\(certs.caCertificate)","maxOutageSeconds":4,"backoffInitialMilliseconds":50,"backoffMaxMilliseconds":200}}
         """.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
-        let server = try await offPool { try ExternalServer(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"]) }
+        let server = try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"])
         let script = """
             import json, sys, time, urllib.request, urllib.error
             base = "http://127.0.0.1:%s" % sys.argv[1]
@@ -142,9 +142,9 @@ struct ServeTests {
                 later = get("/readyz")
             print(json.dumps({"first": first[0], "posted": posted, "later": later[0], "reason": later[1].get("reason", "")}))
             """
-        let out = try await offPool { try runCommandBlocking(try interopPythonBlocking(), ["-c", script, String(server.ready["port"] as! Int)]) }
+        let out = try await runCommand(try await interopPython(), ["-c", script, String(server.ready["port"] as! Int)])
         let r = try #require(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last ?? "").utf8)) as? [String: Any])
-        let summary = (try await offPool { server.stopBlocking(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
+        let summary = (await server.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
         #expect(r["first"] as? Int == 200 && r["posted"] as? Int == 202, "\(r)")
         #expect(r["later"] as? Int == 503 && (r["reason"] as? String ?? "").contains("127.0.0.1:\(port)"), "\(r)")
         #expect(summary["entered"] as? Int == 1 && summary["failed"] as? Int == 1 && summary["balanced"] as? Bool == true, "\(summary)")

@@ -50,13 +50,13 @@ struct WebhookTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let python = try await interopPython()
         let script = repositoryRoot().appendingPathComponent("Tests/Interop/webhook_receiver.py").path
-        let receiver = try await offPool { try ExternalServer(python, [script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--plan", "503,drop,500"]) }
+        let receiver = try await ExternalServer.start(python, [script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--plan", "503,drop,500"])
         let invalid = Array(stride(from: 7, to: 3000, by: 50))
         let serve = try await startServe(in: dir, url: "http://127.0.0.1:\(receiver.ready["port"] as! Int)/hooks/herald", invalid: invalid, webhook: "")
         let metrics = try await post(port: serve.ready["port"] as! Int, dir: dir, count: 3000)
         #expect(metrics["herald_outcome_reasons_total{outcome=rejected}{reason=8 invalid token}"] == Double(invalid.count), "\(metrics.keys.filter { $0.contains("reason") })")
-        let summary = (try await offPool { serve.stopBlocking(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
-        let counts = try await offPool { receiver.stopBlocking(interrupt: true) }
+        let summary = (await serve.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
+        let counts = await receiver.stop(interrupt: true)
         #expect(counts["unauthorized"] as? Int == 0 && counts["malformed"] as? Int == 0, "\(counts)")
 
         let received = try jsonLines(dir + "/received.jsonl")
@@ -92,15 +92,15 @@ struct WebhookTests {
         for trusted in [true, false] {
             let dir = temporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: dir) }
-            let receiver = try await offPool { try ExternalServer(python, [
+            let receiver = try await ExternalServer.start(python, [
                 script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--tls-cert", certs.serverCertificate, "--tls-key", certs.serverKey,
-            ]) }
+            ])
             let url = "https://localhost:\(receiver.ready["port"] as! Int)/hook"
             let extra = (trusted ? #","caFile":"\#(certs.caCertificate)""# : "") + #","attempts":2,"drainSeconds":3"#
             let serve = try await startServe(in: dir, url: url, invalid: [1, 2], webhook: extra)
             try await post(port: serve.ready["port"] as! Int, dir: dir, count: 10)
-            let webhook = ((try await offPool { serve.stopBlocking(interrupt: true) }["summary"] as? [String: Any])?["webhook"] as? [String: Any]) ?? [:]
-            try await offPool { receiver.stopBlocking(interrupt: true) }
+            let webhook = ((await serve.stop(interrupt: true)["summary"] as? [String: Any])?["webhook"] as? [String: Any]) ?? [:]
+            await receiver.stop(interrupt: true)
             let received = (try? jsonLines(dir + "/received.jsonl")) ?? []
             if trusted {
                 #expect(webhook["delivered"] as? Int == 2 && received.count == 1, "\(webhook)")
@@ -121,7 +121,7 @@ struct WebhookTests {
         let serve = try await startServe(in: dir, url: "http://127.0.0.1:\(port)/", invalid: invalid, webhook: #","attempts":50,"drainSeconds":2"#)
         try await post(port: serve.ready["port"] as! Int, dir: dir, count: 100)
         let started = ContinuousClock.now
-        let summary = (try await offPool { serve.stopBlocking(interrupt: true) }["summary"] as? [String: Any]) ?? [:]
+        let summary = (await serve.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
         #expect(ContinuousClock.now - started < .seconds(20), "the drain time bounds the shutdown")
         let webhook = summary["webhook"] as? [String: Any] ?? [:]
         #expect(webhook["delivered"] as? Int == 0 && webhook["undelivered"] as? Int == invalid.count, "\(summary)")

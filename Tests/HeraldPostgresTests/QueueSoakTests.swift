@@ -42,7 +42,7 @@ struct QueueSoakTests {
         try handle.write(contentsOf: Data(chunk.utf8))
         try handle.close()
         // The schema first (enqueue migrates it), with nothing in it, so the workers start on an existing table.
-        #expect(try await offPool { try runHeraldBlocking(["enqueue", "--config", config, "/dev/null"]) }.status == 0)
+        #expect(try await runHerald(["enqueue", "--config", config, "/dev/null"]).status == 0)
 
         let herald = try heraldExecutable().path
         func startWorker(_ name: String) throws -> pid_t {

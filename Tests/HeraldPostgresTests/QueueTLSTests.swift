@@ -22,23 +22,13 @@ private let tlsCluster: Result<PostgresCluster, any Error> = Result {
     return cluster
 }
 
-/// A configuration file for `database` on the TLS server, as `herald_tls`, with `tls` (JSON members).
-private func tlsConfiguration(_ cluster: PostgresCluster, _ database: String, _ tls: String) throws -> String {
-    let path = temporaryDirectory() + "/herald.json"
-    try #"""
-    {"queue":{"type":"postgres","host":"127.0.0.1","port":\#(cluster.port),"user":"herald_tls","database":"\#(database)","lease":30,"batch":500,"poll":0.1,"connectTimeout":5\#(tls)},
-     "transport":{"type":"simulator"}}
-    """#.write(toFile: path, atomically: true, encoding: .utf8)
-    return path
-}
-
 @Suite("The queue over TLS to PostgreSQL", .serialized, .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
 struct QueueTLSTests {
     @Test("verify-full with the CA: enqueue and work over TLS (the role may log in over TLS only); every row done once")
     func verified() async throws {
         let cluster = try tlsCluster.get()
         let db = try await cluster.createDatabase()
-        let config = try tlsConfiguration(cluster, db, #","tls":"verify-full","caFile":"\#(sharedCertificates.caCertificate)""#)
+        let config = try configurationFile(cluster, db, user: "herald_tls", extra: #","tls":"verify-full","caFile":"\#(sharedCertificates.caCertificate)""#)
         let file = try temporaryFile(requestLines(1000).lines.joined(separator: "\n") + "\n")
         let enqueue = try await runHerald(["enqueue", "--config", config, file])
         #expect(enqueue.status == 0, "\(enqueue.stderr)")
@@ -46,7 +36,7 @@ struct QueueTLSTests {
         #expect(work.status == 0, "\(work.stderr)")
         await #expect(try tally(cluster, db) == ["done|accepted": 1000])
         // With the server's name given as it is in the certificate, too.
-        let named = try tlsConfiguration(cluster, db, #","tls":"verify-full","caFile":"\#(sharedCertificates.caCertificate)","serverName":"localhost""#)
+        let named = try configurationFile(cluster, db, user: "herald_tls", extra: #","tls":"verify-full","caFile":"\#(sharedCertificates.caCertificate)","serverName":"localhost""#)
         let again = try await runHerald(["work", "--config", named, "--drain"])
         #expect(again.status == 0, "\(again.stderr)")
     }
@@ -62,7 +52,7 @@ struct QueueTLSTests {
             (#","tls":"disable""#, "no encryption"),
         ]
         for (tls, reason) in cases {
-            let config = try tlsConfiguration(cluster, db, tls)
+            let config = try configurationFile(cluster, db, user: "herald_tls", extra: tls)
             let r = try await runHerald(["work", "--config", config, "--drain"])
             #expect(r.status != 0, "\(tls): \(r.stderr)")
             #expect(r.stderr.contains("postgres://herald_tls@127.0.0.1:\(cluster.port)/\(db)"), "\(tls): \(r.stderr)")

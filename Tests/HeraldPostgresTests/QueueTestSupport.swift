@@ -25,6 +25,17 @@ func queueConfiguration(_ cluster: PostgresCluster, _ database: String, lease: D
     return c
 }
 
+/// A configuration file for `database` on `cluster` (as `user`, by default the server's own), in a new
+/// temporary directory: the queue section with `extra` members added, and the in-memory simulator.
+func configurationFile(_ cluster: PostgresCluster, _ database: String, lease: Int = 30, user: String? = nil, extra: String = "") throws -> String {
+    let path = temporaryDirectory() + "/herald.json"
+    try #"""
+    {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(user ?? cluster.user)","database":"\#(database)","lease":\#(lease),"batch":1000,"poll":0.1\#(extra)},
+     "transport":{"type":"simulator"}}
+    """#.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
 /// A migrated queue; closed by the caller.
 func openQueue(_ cluster: PostgresCluster, _ database: String, owner: String? = nil, lease: Duration = .seconds(30), batch: Int = 500) async throws
     -> PostgresQueue

@@ -15,7 +15,8 @@ public final class ExternalServer: @unchecked Sendable {
     /// The server's process id (to signal it).
     public var processIdentifier: Int32 { process.processIdentifier }
 
-    public init(_ executable: String, _ arguments: [String]) throws {
+    /// Blocks until the server prints its first line: from a task, call ``start(_:_:)``.
+    init(_ executable: String, _ arguments: [String]) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

@@ -44,7 +44,7 @@ public func runProcess(_ executable: URL, _ arguments: [String]) async throws ->
 }
 
 /// Runs `executable` with `arguments` and returns its exit status, standard output and standard error.
-/// It blocks its thread until the program ends: from a task, the `async` overload is chosen.
+/// It blocks its thread until the program ends: from a task, call `runProcess`.
 public func runProcessBlocking(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
     let p = Process()
     p.executableURL = executable

@@ -135,14 +135,12 @@ public final class PostgresCluster: Sendable {
 
     /// Takes the server away as an outage does, then brings it back on the same port:
     /// a fast shutdown (every session is ended, open transactions roll back), `downFor`
-    /// with nothing listening, then a start. Runs on a thread of its own.
+    /// with nothing listening, then a start. `pg_ctl` runs on a thread of its own.
     public func restart(downFor: Duration) async throws {
         let (bin, port, directory, extraOptions) = (bin, port, directory, extraOptions)
-        try await offPool {
-            try Self.run(bin, "pg_ctl", ["-D", directory + "/data", "-m", "fast", "-w", "-t", "30", "stop"])
-            Thread.sleep(forTimeInterval: Double(downFor.components.seconds) + Double(downFor.components.attoseconds) / 1e18)
-            try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port, extraOptions: extraOptions))
-        }
+        try await offPool { try Self.run(bin, "pg_ctl", ["-D", directory + "/data", "-m", "fast", "-w", "-t", "30", "stop"]) }
+        try await Task.sleep(for: downFor)
+        try await offPool { try Self.run(bin, "pg_ctl", Self.startArguments(directory, port: port, extraOptions: extraOptions)) }
     }
 
     /// Stops the server (at once: nothing in it is kept) and removes its directory.
