@@ -143,7 +143,9 @@ public final class PostgresQueue: Sendable {
 
     /// Extends the lease of these rows where this worker still holds them; returns how many it does.
     /// Only rows in flight are renewed: one whose outcome was written (or given up) is left to expire,
-    /// so a write lost by the database is claimed again by someone.
+    /// so a write lost by the database is claimed again by someone. Rows locked by a statement under
+    /// way (this worker's own outcome write, another's claim) are skipped, not waited for: a slow
+    /// write must not hold up the renewal of every other row until their leases run out.
     @discardableResult
     public func renewLeases(_ ids: [Int64]) async throws(QueueError) -> Int {
         guard !ids.isEmpty else { return 0 }
@@ -153,7 +155,10 @@ public final class PostgresQueue: Sendable {
                 """
                 WITH r AS (
                     UPDATE notifications SET lease_expires = now() + make_interval(secs => \(lease))
-                    WHERE id = ANY(\(ids)::bigint[]) AND state = 'leased' AND lease_owner = \(owner) RETURNING 1
+                    WHERE id IN (SELECT id FROM notifications
+                                 WHERE id = ANY(\(ids)::bigint[]) AND state = 'leased' AND lease_owner = \(owner)
+                                 FOR UPDATE SKIP LOCKED)
+                    RETURNING 1
                 ) SELECT count(*) FROM r
                 """)
         }

@@ -60,6 +60,7 @@ public struct PostgresQueueSource: NotificationSource {
                     rows = try await next.value
                 } else {
                     rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids)
+                    book.claim(rows.lazy.map(\.id))
                 }
                 if rows.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.ids)) { return }
                 delay = .milliseconds(50)
@@ -74,9 +75,14 @@ public struct PostgresQueueSource: NotificationSource {
                 continue
             }
             if rows.count == queue.configuration.batch {
-                // Rows just claimed are not in the book until emitted: they count as in flight here.
-                let held = book.ids + rows.map(\.id)
-                prefetched = Task { [queue] in try await queue.claim(limit: queue.configuration.batch, inFlight: held) }
+                // In the book as soon as claimed: a batch waiting here (the worker at its limit, the
+                // pipeline full) has its leases renewed like the rows in flight, or another worker
+                // would take it over once the lease ran out, and both would send it.
+                prefetched = Task { [queue, book] in
+                    let rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids)
+                    book.claim(rows.lazy.map(\.id))
+                    return rows
+                }
             }
             await emit(rows, into: sink)
         }

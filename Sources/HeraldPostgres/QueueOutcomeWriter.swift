@@ -7,6 +7,8 @@ import Synchronization
 /// outcomes arrive. Its size is the number of rows in the pipeline.
 public final class LeaseBook: Sendable {
     struct Rows {
+        /// Rows claimed and not yet emitted (a batch claimed ahead, the rest of the batch being emitted).
+        var claimed: Set<Int64> = []
         /// Emitted rows by sequence number, their outcome not decided yet.
         var undecided: [UInt64: Int64] = [:]
         /// Rows whose outcome is decided but not yet written back.
@@ -14,7 +16,15 @@ public final class LeaseBook: Sendable {
     }
     let rows = Mutex(Rows())
     public init() {}
-    func hold(_ sequence: UInt64, row: Int64) { rows.withLock { $0.undecided[sequence] = row } }
+    /// Rows just claimed: held (and their leases renewed) from now on, before they are emitted.
+    func claim(_ ids: some Sequence<Int64>) { rows.withLock { r in for id in ids { r.claimed.insert(id) } } }
+    /// A claimed row is emitted as `sequence`.
+    func hold(_ sequence: UInt64, row: Int64) {
+        rows.withLock { r in
+            r.claimed.remove(row)
+            r.undecided[sequence] = row
+        }
+    }
     /// The row of a decided sequence number: it stays held, as unwritten, until ``settle(_:)``.
     func take(_ sequence: UInt64) -> Int64? {
         rows.withLock { r in
@@ -28,11 +38,12 @@ public final class LeaseBook: Sendable {
     func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0.undecided[sequence] } }
     /// Rows emitted whose outcome has not been decided yet.
     public var count: Int { rows.withLock { $0.undecided.count } }
-    /// Rows held: undecided, or decided and not yet written.
-    public var held: Int { rows.withLock { $0.undecided.count + $0.unwritten.count } }
-    /// The rows this worker holds: undecided, or decided and not yet written. Its own claims
-    /// never take these back, even once their lease has expired (after a long outage).
-    var ids: [Int64] { rows.withLock { Array($0.undecided.values) + Array($0.unwritten) } }
+    /// Rows held: claimed and not yet emitted, undecided, or decided and not yet written.
+    public var held: Int { rows.withLock { $0.claimed.count + $0.undecided.count + $0.unwritten.count } }
+    /// The rows this worker holds: claimed and not yet emitted, undecided, or decided and not yet
+    /// written. Their leases are renewed, and this worker's own claims never take them back, even
+    /// once their lease has expired (after a long outage).
+    var ids: [Int64] { rows.withLock { Array($0.claimed) + Array($0.undecided.values) + Array($0.unwritten) } }
 }
 
 /// Writes each outcome back to its row, in batches of one `UPDATE` each, and

@@ -49,15 +49,7 @@ struct OutcomeWriterTests {
         try await queue.migrate()
         #expect(try await queue.enqueue(requestLines(3000).lines) == 3000)
         // Every outcome write takes 100 ms more (claims do not).
-        _ = try await cluster.psql(db, """
-            CREATE FUNCTION herald_test_slow() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF EXISTS (SELECT 1 FROM changed WHERE state = 'done') THEN PERFORM pg_sleep(0.1); END IF;
-                RETURN NULL;
-            END $$;
-            CREATE TRIGGER herald_test_slow AFTER UPDATE ON notifications REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
-                EXECUTE FUNCTION herald_test_slow();
-            """)
+        try await slowOutcomeWrites(cluster, db, seconds: 0.1)
         // Four batches and one write batch.
         let limit = 500
         #expect(queue.worker(drain: true).source.heldLimit == limit)
@@ -76,4 +68,44 @@ struct OutcomeWriterTests {
         await #expect(try tally(cluster, db) == ["done|accepted": 3000])
         await queue.close()
     }
+
+    @Test("two workers whose outcome writes take longer than the lease: rows claimed ahead and rows being written keep their leases, so neither worker takes over the other's rows and nothing goes out twice")
+    func slowWritesKeepLeases() async throws {
+        let (cluster, db) = try await freshDatabase()
+        func open(_ owner: String) async throws -> PostgresQueue {
+            var configuration = queueConfiguration(cluster, db, lease: .seconds(1), batch: 100)
+            configuration.writeBatch = 100
+            let queue = PostgresQueue(configuration: configuration, owner: owner)
+            try await queue.migrate()
+            return queue
+        }
+        let (a, b) = (try await open("slow-a"), try await open("slow-b"))
+        #expect(try await a.enqueue(requestLines(1500).lines) == 1500)
+        // Every outcome write holds its rows locked for 1.5 s, longer than the lease: a batch claimed
+        // ahead waits that long for the worker to drop under its limit, and a renewal that waited for
+        // the rows being written would hold up every other row's.
+        try await slowOutcomeWrites(cluster, db, seconds: 1.5)
+        async let first = drainWorker(a)
+        async let second = drainWorker(b)
+        let runs = try await [first, second]
+        #expect(runs.map(\.report.written).reduce(0, +) == 1500, "\(runs.map(\.report))")
+        #expect(runs.allSatisfy { $0.report.leaseLost == 0 && $0.report.possibleDuplicates == 0 }, "\(runs.map(\.report))")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts > 1") == "0")
+        await #expect(try tally(cluster, db) == ["done|accepted": 1500])
+        await a.close()
+        await b.close()
+    }
+}
+
+/// From now on every statement that finishes rows (`state = 'done'`) takes `seconds` more, holding its rows locked; claims do not.
+func slowOutcomeWrites(_ cluster: PostgresCluster, _ db: String, seconds: Double) async throws {
+    _ = try await cluster.psql(db, """
+        CREATE FUNCTION herald_test_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF EXISTS (SELECT 1 FROM changed WHERE state = 'done') THEN PERFORM pg_sleep(\(seconds)); END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER herald_test_slow AFTER UPDATE ON notifications REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
+            EXECUTE FUNCTION herald_test_slow();
+        """)
 }
