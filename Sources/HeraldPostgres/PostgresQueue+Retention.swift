@@ -9,7 +9,7 @@ extension PostgresQueue {
         let seconds = age.inSeconds
         var total = 0
         while true {
-            let deleted = try await named("pruning finished rows") {
+            let deleted = try await named("pruning finished rows") { [self] in
                 try await count(
                     """
                     WITH d AS (

@@ -8,7 +8,7 @@ extension PostgresQueue {
     /// the rows inserted with them, in one transaction.
     public func enqueueReturningIDs(_ bodies: [String]) async throws(QueueError) -> [Int64] {
         guard !bodies.isEmpty else { return [] }
-        return try await named("enqueueing \(bodies.count) rows") {
+        return try await named("enqueueing \(bodies.count) rows") { [self] in
             try await client.withTransaction(logger: logger) { connection in
                 var ids: [Int64] = []
                 ids.reserveCapacity(bodies.count)
@@ -28,7 +28,7 @@ extension PostgresQueue {
 
     /// Rows waiting to be claimed.
     public func queuedCount() async throws(QueueError) -> Int {
-        try await named("counting queued rows") { try await count("SELECT count(*) FROM notifications WHERE state = 'queued'") }
+        try await named("counting queued rows") { [self] in try await count("SELECT count(*) FROM notifications WHERE state = 'queued'") }
     }
 
     /// One row as the service reports it.
@@ -46,7 +46,7 @@ extension PostgresQueue {
 
     /// Row `id`, or `nil` when there is none.
     public func row(_ id: Int64) async throws(QueueError) -> Row? {
-        try await named("reading row \(id)") {
+        try await named("reading row \(id)") { [self] in
             var found: Row?
             let rows = try await client.query(
                 """
@@ -68,11 +68,11 @@ extension PostgresQueue {
 extension PostgresQueue {
     /// Rows in `state` (`queued`, `leased` or `done`).
     public func rowCount(state: String) async throws(QueueError) -> Int {
-        try await named("counting \(state) rows") { try await count("SELECT count(*) FROM notifications WHERE state = \(state)") }
+        try await named("counting \(state) rows") { [self] in try await count("SELECT count(*) FROM notifications WHERE state = \(state)") }
     }
 
     /// Empties the table, for benchmarks: every row, whatever its state.
     package func removeEveryRow() async throws(QueueError) {
-        try await named("emptying the queue") { _ = try await client.query("TRUNCATE notifications", logger: logger).collect() }
+        try await named("emptying the queue") { [self] in _ = try await client.query("TRUNCATE notifications", logger: logger).collect() }
     }
 }

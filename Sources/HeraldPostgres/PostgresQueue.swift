@@ -56,9 +56,16 @@ public final class PostgresQueue: Sendable {
     }
 
     /// Runs `body`, turning a failure into a ``QueueError`` naming the database and `what`.
-    func named<T>(_ what: String, _ body: () async throws -> T) async throws(QueueError) -> T {
+    /// A statement with no answer after ``PostgresQueueConfiguration/answerTimeout`` fails
+    /// as an outage (and is left behind): postgres-nio 1.33 can leave a query waiting forever
+    /// when the server cuts its connection under it (a restart while an outcome write was
+    /// being sent), and a worker must not stop for good on that.
+    func named<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(QueueError) -> T {
         do {
-            return try await body()
+            return try await answered(within: configuration.answerTimeout, body)
+        } catch let e as NoAnswer {
+            logger.warning("\(what): \(e)")
+            throw QueueError("PostgreSQL \(configuration): \(what): \(e)", isOutage: true)
         } catch {
             throw QueueError("PostgreSQL \(configuration): \(what): \(QueueError.explain(error))", isOutage: QueueError.isOutage(error))
         }
@@ -89,7 +96,7 @@ public final class PostgresQueue: Sendable {
 
     /// Inserts request lines as queued rows, in one statement; returns how many were inserted.
     public func enqueue(_ bodies: [String]) async throws(QueueError) -> Int {
-        let inserted = try await named("enqueueing \(bodies.count) rows") {
+        let inserted = try await named("enqueueing \(bodies.count) rows") { [self] in
             try await count(
                 "WITH i AS (INSERT INTO notifications (body) SELECT unnest(\(bodies)::text[]) RETURNING 1) SELECT count(*) FROM i")
         }
@@ -112,7 +119,7 @@ public final class PostgresQueue: Sendable {
     /// or given up), so a worker alone on the queue takes those back too.
     public func claim(limit: Int, inFlight: [Int64] = []) async throws(QueueError) -> [Claimed] {
         let lease = configuration.lease.inSeconds
-        return try await named("claiming rows") {
+        return try await named("claiming rows") { [self] in
             var rows: [Claimed] = []
             rows.reserveCapacity(limit)
             let result = try await client.query(
@@ -150,7 +157,7 @@ public final class PostgresQueue: Sendable {
     public func renewLeases(_ ids: [Int64]) async throws(QueueError) -> Int {
         guard !ids.isEmpty else { return 0 }
         let lease = configuration.lease.inSeconds
-        return try await named("renewing \(ids.count) leases") {
+        return try await named("renewing \(ids.count) leases") { [self] in
             try await count(
                 """
                 WITH r AS (
@@ -167,7 +174,7 @@ public final class PostgresQueue: Sendable {
     /// Whether anything is left for this worker to wait for: queued rows, or rows leased by others
     /// (they end, or their lease expires and they become this worker's to claim).
     public func hasWorkLeft(inFlight: [Int64] = []) async throws(QueueError) -> Bool {
-        try await named("looking for work left") {
+        try await named("looking for work left") { [self] in
             try await count(
                 """
                 SELECT (EXISTS (SELECT 1 FROM notifications WHERE state = 'queued')
@@ -224,4 +231,43 @@ public final class PostgresQueue: Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
     }
+}
+
+/// No answer came in time.
+struct NoAnswer: Error, CustomStringConvertible {
+    let timeout: Duration
+    var description: String { "no answer from the server in \(timeout) (given up; retried as after a lost connection)" }
+}
+
+/// `body`'s result, or ``NoAnswer`` once `timeout` has passed without one: `body`
+/// then runs on in a task of its own, cancelled, and its result is dropped.
+/// Cancelling the caller cancels `body`.
+func answered<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let race = AnswerRace<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            race.waiting.withLock { $0 = continuation }
+            let timer = Task {
+                guard (try? await Task.sleep(for: timeout)) != nil, let c = race.waiting.withLock({ $0.take() }) else { return }
+                race.tasks.withLock { $0.work }?.cancel()
+                c.resume(throwing: NoAnswer(timeout: timeout))
+            }
+            let work = Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                guard let c = race.waiting.withLock({ $0.take() }) else { return }
+                race.tasks.withLock { $0.timer }?.cancel()
+                c.resume(with: result)
+            }
+            race.tasks.withLock { $0 = (work, timer) }
+        }
+    } onCancel: {
+        race.tasks.withLock { $0.work }?.cancel()
+    }
+}
+
+/// The caller waiting in ``answered(within:_:)``, resumed once by whichever ends first, and the two tasks.
+final class AnswerRace<T: Sendable>: Sendable {
+    let waiting = Mutex<CheckedContinuation<T, any Error>?>(nil)
+    let tasks = Mutex<(work: Task<Void, Never>?, timer: Task<Void, Never>?)>((nil, nil))
 }

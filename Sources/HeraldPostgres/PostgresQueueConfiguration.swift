@@ -34,6 +34,9 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     public var writeBatch = 5000
     /// How long a connection attempt may take; a server unreachable for about this long fails what waits for it.
     public var connectTimeout: Duration = .seconds(10)
+    /// How long a statement may go without an answer before it is given up as on a lost
+    /// connection (and retried where the caller retries).
+    public var answerTimeout: Duration = .seconds(60)
     /// How the connection is protected.
     public var tls: TLSMode = .disable
     /// The CA certificates (PEM) the server's certificate must chain to; `nil`: the system's roots.
@@ -52,7 +55,7 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     public init() {}
 
     /// Reads the `queue` node: `type` (`"postgres"`, required), `host`, `port`, `user`,
-    /// `database`, `passwordFile` or `passwordEnv`, `lease`, `poll` and `connectTimeout` (seconds), `batch`, `writeBatch`,
+    /// `database`, `passwordFile` or `passwordEnv`, `lease`, `poll`, `connectTimeout` and `answerTimeout` (seconds), `batch`, `writeBatch`,
     /// `tls`, `caFile`, `serverName`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> PostgresQueueConfiguration {
         guard try node.string("type", oneOf: ["postgres"]) != nil else {
@@ -72,6 +75,7 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         c.lease = try seconds(node, "lease", in: 1...86_400) ?? c.lease
         c.poll = try seconds(node, "poll", in: 0.01...3_600) ?? c.poll
         c.connectTimeout = try seconds(node, "connectTimeout", in: 0.1...600) ?? c.connectTimeout
+        c.answerTimeout = try seconds(node, "answerTimeout", in: 1...3_600) ?? c.answerTimeout
         c.batch = try node.int("batch", in: 1...65_536) ?? c.batch
         c.writeBatch = try node.int("writeBatch", in: 1...65_536) ?? c.writeBatch
         let loopback = c.host == "::1" || c.host == "localhost" || c.host.hasPrefix("127.")

@@ -50,7 +50,7 @@ public final class PostgresTokenStore: TokenStore {
     public init(queue: PostgresQueue, refreshInterval: Duration = .seconds(1)) async throws(QueueError) {
         self.queue = queue
         self.refreshInterval = refreshInterval
-        let loaded = try await queue.named("loading the token store") { () async throws -> (SuppressionIndex, Int, Int64) in
+        let loaded = try await queue.named("loading the token store") { [queue] () async throws -> (SuppressionIndex, Int, Int64) in
             var idx = SuppressionIndex()
             var n = 0
             var newest: Int64 = 0
@@ -219,7 +219,7 @@ public final class PostgresTokenStore: TokenStore {
         let deadSource = rows.map { $0.2.dead?.1 ?? "" }
         // Every topic of a token with a new unregistration comes back into the index (its other topics decide too).
         let readBack = Array(Set(events.filter { $0.kind == .unregistered }.map(\.token))).map { ByteBuffer(bytes: $0.bytes) }
-        try await queue.named("writing \(rows.count) token changes") { () async throws in
+        try await queue.named("writing \(rows.count) token changes") { [self] () async throws in
             _ = try await queue.client.query(
                 """
                 INSERT INTO herald_tokens AS t (token, topic, registered_at, registered_source, unregistered_at, unregistered_source)
@@ -241,7 +241,7 @@ public final class PostgresTokenStore: TokenStore {
     /// Reads every row of `tokens` into the index (a token's other topics decide its suppression too).
     func loadEveryTopic(of tokens: [ByteBuffer]) async throws(QueueError) {
         guard !tokens.isEmpty else { return }
-        let rows = try await queue.named("reading \(tokens.count) tokens' topics") { () async throws -> [(ByteBuffer, String, Int64?, Int64?)] in
+        let rows = try await queue.named("reading \(tokens.count) tokens' topics") { [self] () async throws -> [(ByteBuffer, String, Int64?, Int64?)] in
             var out: [(ByteBuffer, String, Int64?, Int64?)] = []
             for try await row in try await queue.client.query(
                 "SELECT token, topic, registered_at, unregistered_at FROM herald_tokens WHERE token = ANY(\(tokens)::bytea[])", logger: queue.logger
@@ -274,7 +274,7 @@ public final class PostgresTokenStore: TokenStore {
     /// Reads the rows changed since the last look (less an overlap) into the index.
     public func refresh() async throws(QueueError) {
         let since = seen.withLock { $0 } - Self.overlapMicroseconds
-        let changed = try await queue.named("refreshing the token store") { () async throws -> [(ByteBuffer, String, Int64?, Int64?, Int64)] in
+        let changed = try await queue.named("refreshing the token store") { [self] () async throws -> [(ByteBuffer, String, Int64?, Int64?, Int64)] in
             var out: [(ByteBuffer, String, Int64?, Int64?, Int64)] = []
             let rows = try await queue.client.query(
                 """

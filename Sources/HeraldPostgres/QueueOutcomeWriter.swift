@@ -268,9 +268,15 @@ extension PostgresQueue {
                 reasons.append("")
             }
         }
-        return try await named("writing \(rows.count) outcomes") {
+        return try await named("writing \(rows.count) outcomes") { [self, ids, outcomes, statuses, codes, reasons, apnsIDs, release] in
+            // One statement, its own transaction: no BEGIN and COMMIT round trips. The write does not wait for
+            // the WAL to reach the disk (`synchronous_commit` off for this transaction only): an outcome
+            // a database crash loses leaves its row leased; once the lease expires it is claimed again
+            // and marked possible_duplicate, as after a worker's crash. The claim, whose loss would not
+            // be marked, keeps the default.
             let query: PostgresQuery = """
-                WITH w AS (
+                WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
+                w AS (
                     UPDATE notifications n
                     SET state = CASE WHEN u.release THEN 'queued' ELSE 'done' END,
                         outcome = CASE WHEN u.release THEN NULL ELSE u.outcome END,
@@ -287,19 +293,15 @@ extension PostgresQueue {
                         AS u(id, outcome, status, code, reason, apns_id, release)
                     WHERE n.id = u.id AND n.state = 'leased' AND n.lease_owner = \(owner)
                     RETURNING n.possible_duplicate, n.state = 'queued' AS released
-                ) SELECT count(*) FILTER (WHERE NOT released), count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE released) FROM w
+                ) SELECT count(*) FILTER (WHERE NOT released), count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE released),
+                         (SELECT set_config FROM durability)
+                  FROM w
                 """
-            // Not waiting for the WAL to reach the disk: an outcome a database crash loses leaves its row
-            // leased; once the lease expires it is claimed again and marked possible_duplicate, as after a
-            // worker's crash. The claim, whose loss would not be marked, keeps the default.
-            return try await client.withTransaction(logger: logger) { connection in
-                _ = try await connection.query("SET LOCAL synchronous_commit = off", logger: logger).collect()
-                var result = (written: 0, possibleDuplicates: 0, released: 0)
-                for try await (written, duplicates, released) in try await connection.query(query, logger: logger).decode((Int, Int, Int).self) {
-                    result = (written, duplicates, released)
-                }
-                return result
+            var result = (written: 0, possibleDuplicates: 0, released: 0)
+            for try await (written, duplicates, released, _) in try await client.query(query, logger: logger).decode((Int, Int, Int, String).self) {
+                result = (written, duplicates, released)
             }
+            return result
         }
     }
 }

@@ -3,6 +3,7 @@ import HeraldCore
 import HeraldJSON
 import HeraldKit
 import HeraldPostgres
+import Logging
 
 /// `herald enqueue FILE`: JSON Lines requests into the PostgreSQL queue.
 struct EnqueueCommand: AsyncParsableCommand {
@@ -93,8 +94,8 @@ struct WorkCommand: AsyncParsableCommand {
         var configuration = try loadConfiguration(config)
         // The table holds the outcomes; the JSON Lines stream is only written when asked for.
         if let outcomes { configuration.outcomes = outcomes } else if configuration.outcomesFile == nil { configuration.outcomes = "/dev/null" }
-        let queue = try await openQueue(config, configuration: configuration)
         let logger = logs.logger()
+        let queue = try await openQueue(config, configuration: configuration, logger: logs.logger(label: "herald.postgres"))
         // tokens.type "postgres": the token store in the queue's database, shared with every other worker.
         var tokens: PostgresTokenStore?
         if configuration.tokenStoreType == "postgres" {
@@ -130,8 +131,8 @@ struct WorkCommand: AsyncParsableCommand {
     }
 }
 
-/// The queue of the configuration at `path`, its schema migrated.
-func openQueue(_ path: String, configuration: HeraldConfiguration? = nil) async throws -> PostgresQueue {
+/// The queue of the configuration at `path`, its schema migrated; `logger` gets the connection pool's events (`--log-level debug`).
+func openQueue(_ path: String, configuration: HeraldConfiguration? = nil, logger: Logger? = nil) async throws -> PostgresQueue {
     let queueConfiguration: PostgresQueueConfiguration
     do {
         let root = try configuration?.root ?? ConfigNode.load(path: path)
@@ -139,7 +140,7 @@ func openQueue(_ path: String, configuration: HeraldConfiguration? = nil) async 
     } catch {
         throw SetupError("\(error)")
     }
-    let queue = PostgresQueue(configuration: queueConfiguration)
+    let queue = PostgresQueue(configuration: queueConfiguration, logger: logger)
     do {
         try await queue.migrate()
     } catch {

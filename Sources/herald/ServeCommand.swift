@@ -43,7 +43,7 @@ struct ServeCommand: AsyncParsableCommand {
         let writer: OutcomeWriter?
         let logger = logs.logger()
         // With a queue section: requests become rows of the PostgreSQL queue, and this service is one of its workers.
-        let queue = configuration.root.has("queue") ? try await openQueue(config, configuration: configuration) : nil
+        let queue = configuration.root.has("queue") ? try await openQueue(config, configuration: configuration, logger: logs.logger(label: "herald.postgres")) : nil
         var tokens: PostgresTokenStore?
         if configuration.tokenStoreType == "postgres" {
             guard let queue else { throw SetupError("\(config): tokens.type \"postgres\" is the queue's database: add a queue section") }

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 @testable import HeraldPostgres
 import HeraldTestSupport
+import Synchronization
 import Testing
 
 @Suite("The queue's outcome writer while the database refuses its writes", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
@@ -108,4 +109,29 @@ func slowOutcomeWrites(_ cluster: PostgresCluster, _ db: String, seconds: Double
         CREATE TRIGGER herald_test_slow AFTER UPDATE ON notifications REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
             EXECUTE FUNCTION herald_test_slow();
         """)
+}
+
+@Suite("A statement without an answer is given up after answerTimeout")
+struct AnswerTimeoutTests {
+    @Test("an answer in time is returned; none in time throws NoAnswer at the deadline and cancels the work; an error is passed on")
+    func deadline() async throws {
+        #expect(try await answered(within: .seconds(5)) { 42 } == 42)
+        let cancelled = Mutex(false)
+        let clock = ContinuousClock(), start = clock.now
+        await #expect(throws: NoAnswer.self) {
+            try await answered(within: .milliseconds(200)) { () async throws -> Int in
+                // Never answers by itself, like the lost query: only its cancellation ends it.
+                await withTaskCancellationHandler {
+                    while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
+                } onCancel: { cancelled.withLock { $0 = true } }
+                return 0
+            }
+        }
+        let waited = clock.now - start
+        #expect(waited >= .milliseconds(200) && waited < .seconds(10), "\(waited)")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(cancelled.withLock { $0 })
+        struct Refused: Error {}
+        await #expect(throws: Refused.self) { try await answered(within: .seconds(5)) { () async throws -> Int in throw Refused() } }
+    }
 }

@@ -84,9 +84,10 @@ struct QueueConfigurationTests {
     func keys() throws {
         let file = try temporaryFile("s3cret-pw\n", suffix: ".txt")
         let c = try load(
-            #"{"queue":{"type":"postgres","host":"db","port":6543,"user":"u","database":"d","passwordFile":"\#(file)","lease":2.5,"poll":0.2,"batch":64,"writeBatch":128}}"#)
+            #"{"queue":{"type":"postgres","host":"db","port":6543,"user":"u","database":"d","passwordFile":"\#(file)","lease":2.5,"poll":0.2,"batch":64,"writeBatch":128,"answerTimeout":7}}"#)
         #expect(c.host == "db" && c.port == 6543 && c.user == "u" && c.database == "d" && c.password == "s3cret-pw")
         #expect(c.lease == .milliseconds(2500) && c.poll == .milliseconds(200) && c.batch == 64 && c.writeBatch == 128)
+        #expect(c.answerTimeout == .seconds(7) && PostgresQueueConfiguration().answerTimeout == .seconds(60))
         #expect(c.description == "postgres://u@db:6543/d" && !"\(c)".contains("s3cret"))
     }
 
@@ -106,6 +107,7 @@ struct QueueConfigurationTests {
             (#"{"queue":{"host":"db"}}"#, "queue.type: required"),
             (#"{"queue":{"type":"redis"}}"#, #"queue.type: must be one of "postgres""#),
             (#"{"queue":{"type":"postgres","lease":0}}"#, "queue.lease: must be from 1.0 to 86400.0 seconds"),
+            (#"{"queue":{"type":"postgres","answerTimeout":0.5}}"#, "queue.answerTimeout: must be from 1.0 to 3600.0 seconds"),
             (#"{"queue":{"type":"postgres","passwordEnv":"HERALD_TEST_NO_SUCH_VARIABLE"}}"#, "queue.passwordEnv: the environment variable HERALD_TEST_NO_SUCH_VARIABLE is not set"),
             (#"{"queue":{"type":"postgres","passwordFile":"/nonexistent/pw","passwordEnv":"X"}}"#, "queue.passwordFile: give passwordFile or passwordEnv, not both"),
             (#"{"queue":{"type":"postgres","hots":"db"}}"#, "queue.hots: unknown key"),
