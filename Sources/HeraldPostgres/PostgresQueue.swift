@@ -241,12 +241,18 @@ struct NoAnswer: Error, CustomStringConvertible {
 
 /// `body`'s result, or ``NoAnswer`` once `timeout` has passed without one: `body`
 /// then runs on in a task of its own, cancelled, and its result is dropped.
-/// Cancelling the caller cancels `body`.
+/// Cancelling the caller cancels `body` and returns at once (`CancellationError`),
+/// whether or not `body` heeds it.
 func answered<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let race = AnswerRace<T>()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             race.waiting.withLock { $0 = continuation }
+            // Cancelled before the handler could see a caller to resume.
+            if Task.isCancelled {
+                race.waiting.withLock { $0.take() }?.resume(throwing: CancellationError())
+                return
+            }
             let timer = Task {
                 guard (try? await Task.sleep(for: timeout)) != nil, let c = race.waiting.withLock({ $0.take() }) else { return }
                 race.tasks.withLock { $0.work }?.cancel()
@@ -262,7 +268,10 @@ func answered<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable
             race.tasks.withLock { $0 = (work, timer) }
         }
     } onCancel: {
-        race.tasks.withLock { $0.work }?.cancel()
+        let (work, timer) = race.tasks.withLock { $0 }
+        work?.cancel()
+        timer?.cancel()
+        race.waiting.withLock { $0.take() }?.resume(throwing: CancellationError())
     }
 }
 

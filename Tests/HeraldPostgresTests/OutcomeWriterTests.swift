@@ -140,4 +140,26 @@ struct AnswerTimeoutTests {
         struct Refused: Error {}
         await #expect(throws: Refused.self) { try await answered(within: .seconds(5)) { () async throws -> Int in throw Refused() } }
     }
+
+    @Test("cancelling the caller returns at once, even when the statement ignores cancellation")
+    func cancellation() async throws {
+        /// A statement deaf to cancellation, like a query postgres-nio lost: it ends when let go.
+        final class Parked: Sendable {
+            let waiting = Mutex<CheckedContinuation<Void, Never>?>(nil)
+            func letGo() -> Bool { waiting.withLock { $0.take() }.map { $0.resume(); return true } ?? false }
+        }
+        let parked = Parked()
+        let clock = ContinuousClock(), start = clock.now
+        let caller = Task {
+            try await answered(within: .seconds(60)) { () async throws -> Int in
+                await withCheckedContinuation { c in parked.waiting.withLock { $0 = c } }
+                return 1
+            }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(clock.now - start < .seconds(10))
+        while !parked.letGo() { try await Task.sleep(for: .milliseconds(10)) }
+    }
 }
