@@ -25,7 +25,7 @@ struct QueueSoakTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let config = dir + "/herald.json"
         try #"""
-        {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)","lease":3,"batch":500,"poll":0.1},
+        {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)","lease":5,"batch":500,"poll":0.1},
          "transport":{"type":"simulator"}}
         """#.write(toFile: config, atomically: true, encoding: .utf8)
         let total = 300_000
