@@ -64,7 +64,6 @@ public final class PostgresQueue: Sendable {
         do {
             return try await answered(within: configuration.answerTimeout, body)
         } catch let e as NoAnswer {
-            logger.warning("\(what): \(e)")
             throw QueueError("PostgreSQL \(configuration): \(what): \(e)", isOutage: true)
         } catch {
             throw QueueError("PostgreSQL \(configuration): \(what): \(QueueError.explain(error))", isOutage: QueueError.isOutage(error))

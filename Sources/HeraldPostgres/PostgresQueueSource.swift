@@ -59,8 +59,7 @@ public struct PostgresQueueSource: NotificationSource {
                     prefetched = nil
                     rows = try await next.value
                 } else {
-                    rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids)
-                    book.claim(rows.lazy.map(\.id))
+                    rows = try await claimBatch()
                 }
                 if rows.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.ids)) { return }
                 delay = .milliseconds(50)
@@ -78,14 +77,18 @@ public struct PostgresQueueSource: NotificationSource {
                 // In the book as soon as claimed: a batch waiting here (the worker at its limit, the
                 // pipeline full) has its leases renewed like the rows in flight, or another worker
                 // would take it over once the lease ran out, and both would send it.
-                prefetched = Task { [queue, book] in
-                    let rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids)
-                    book.claim(rows.lazy.map(\.id))
-                    return rows
-                }
+                prefetched = Task { try await claimBatch() }
             }
             await emit(rows, into: sink)
         }
+    }
+
+    /// Claims a batch, never one of the rows this worker holds, and notes it in the book at once:
+    /// from then on its leases are renewed, whether or not it has been emitted yet.
+    func claimBatch() async throws(QueueError) -> [PostgresQueue.Claimed] {
+        let rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids)
+        book.claim(rows.lazy.map(\.id))
+        return rows
     }
 
     /// Emits claimed rows, each noted in the book first; a row that is not a valid request is emitted as invalid.
