@@ -24,6 +24,16 @@ package struct JSONLine {
         self.key(key)
         if value.isFinite { writer.bytes.append(contentsOf: rounded(value, places).utf8) } else { writer.raw("null") }
     }
+    /// An array of numbers, each rounded to `places` decimals (`null` where not finite).
+    package mutating func add(_ key: String, _ values: [Double], places: Int = 1) {
+        self.key(key)
+        writer.byte(UInt8(ascii: "["))
+        for (i, v) in values.enumerated() {
+            if i > 0 { writer.byte(UInt8(ascii: ",")) }
+            if v.isFinite { writer.bytes.append(contentsOf: rounded(v, places).utf8) } else { writer.raw("null") }
+        }
+        writer.byte(UInt8(ascii: "]"))
+    }
     package mutating func add(_ key: String, _ value: String) { self.key(key); writer.string(value) }
     package mutating func add(_ key: String, _ value: Bool) { self.key(key); writer.bool(value) }
     package mutating func add(_ key: String, _ object: JSONLine) { self.key(key); writer.bytes += object.bytes }

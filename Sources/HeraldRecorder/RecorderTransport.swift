@@ -43,8 +43,8 @@ public final class RecorderTransport: Transport {
             return Result { () throws(RecorderError) in try writer.log.append(w.bytes, records: batch.count, first: now, last: now) }
         }
         switch result {
-        case .success: outcomes.record(batch.map { $0.record(.accepted) })
-        case .failure(let error): outcomes.record(batch.map { $0.record(.failed(OutcomeReason(.internalFailure, "recorder: \(error)"))) })
+        case .success: outcomes.record(batch, as: .accepted)
+        case .failure(let error): outcomes.record(batch, as: .failed(OutcomeReason(.internalFailure, "recorder: \(error)")))
         }
     }
 

@@ -1,5 +1,6 @@
-import HeraldCore
+@testable import HeraldCore
 import HeraldJSON
+import Synchronization
 import Testing
 
 @Suite("Device tokens")
@@ -68,6 +69,56 @@ struct BoundedChannelTests {
         for p in 0..<4 { for i in 0..<500 { expected.append(p * 1000 + i) } }
         #expect(got.sorted() == expected)
     }
+
+    /// Where an array's elements live: the same address after a mutation means it was not copied.
+    static func storage(_ a: [Int]) -> UInt { a.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }
+
+    static func batch() -> [Int] {
+        var a: [Int] = []
+        a.reserveCapacity(64)
+        a.append(contentsOf: 0..<10)
+        return a
+    }
+
+    @Test("a sent array reaches its receiver unshared, buffered or handed over: mutating it copies nothing")
+    func sendConsumes() async {
+        // Buffered: the sender returns before anyone receives.
+        let c = BoundedChannel<[Int]>(capacity: 1)
+        let a = Self.batch()
+        let address = Self.storage(a)
+        await c.send(consume a)
+        var got = await c.receive()!
+        got[0] = 99
+        got.append(10)
+        #expect(Self.storage(got) == address)
+
+        // Parked: the channel is full, the sender waits with its element.
+        await c.send(Self.batch())
+        let parkedAddress = Mutex<UInt>(0)
+        let sender = Task {
+            // Made inside the task: a batch the closure captured would stay referenced by the closure.
+            let b = Self.batch()
+            parkedAddress.withLock { $0 = Self.storage(b) }
+            await c.send(consume b)
+        }
+        while c.state.withLock({ $0.waitingSenders.isEmpty }) { await Task.yield() }
+        _ = await c.receive()
+        var parked = await c.receive()!
+        parked[0] = 99
+        #expect(Self.storage(parked) == parkedAddress.withLock { $0 })
+        await sender.value
+
+        // Handed over: the receiver was waiting first.
+        let receiver = Task { () -> Bool in
+            guard var x = await c.receive() else { return false }
+            let before = Self.storage(x)
+            x[0] = 99
+            return Self.storage(x) == before
+        }
+        while c.state.withLock({ $0.waitingReceivers.isEmpty }) { await Task.yield() }
+        await c.send(Self.batch())
+        #expect(await receiver.value)
+    }
 }
 
 @Suite("Configuration nodes")
@@ -93,5 +144,64 @@ struct ConfigNodeTests {
         } catch {
             #expect(error.description == "c.json: r: must be from 1 to 100, got 500")
         }
+    }
+}
+
+@Suite("Rarely used keys, kept out of line")
+struct OutOfLineKeyTests {
+    @Test("a copy changed in a rarely used key leaves the original alone; set then cleared equals never set")
+    func copyOnWrite() {
+        var a = Alert(body: "hi")
+        a.titleLocKey = "T"
+        var b = a
+        b.titleLocKey = "U"
+        b.subtitleLocArgs = ["x"]
+        #expect(a.titleLocKey == "T" && a.subtitleLocArgs == nil)
+        #expect(b.titleLocKey == "U" && b.subtitleLocArgs == ["x"])
+
+        var cleared = Alert(body: "hi")
+        cleared.launchImage = "l.png"
+        #expect(!cleared.isBodyOnly)
+        cleared.launchImage = nil
+        #expect(cleared == Alert(body: "hi"))
+        #expect(cleared.hashValue == Alert(body: "hi").hashValue)
+        #expect(cleared.isBodyOnly)
+
+        var r = request(1)
+        var s = r
+        s.pushType = .background
+        s.aps.interruptionLevel = "passive"
+        #expect(r.pushType == nil && r.aps.interruptionLevel == nil)
+        r.collapseID = "c"
+        r.collapseID = nil
+        #expect(r == request(1))
+    }
+}
+
+@Suite("Outcome ledger, whole batches")
+struct LedgerBatchTests {
+    static func envelopes(_ n: Int) -> [Envelope] { (0..<n).map { Envelope(sequence: UInt64($0), request: request(UInt32($0))) } }
+
+    @Test("a batch recorded as one outcome: counted alone, and as records for an observer")
+    func recordBatch() {
+        let counting = OutcomeLedger(tracksIdentity: false)
+        let batch = Self.envelopes(10)
+        counting.enter(batch.lazy.map(\.sequence), count: 10)
+        counting.record(batch, as: .accepted)
+        #expect(counting.snapshot.accepted == 10 && counting.snapshot.isBalanced)
+
+        let collector = OutcomeCollector()
+        let observed = OutcomeLedger(tracksIdentity: false, observers: [collector])
+        observed.enter(batch.lazy.map(\.sequence), count: 10)
+        observed.record(batch, as: .failed("refused"))
+        #expect(observed.snapshot.failed == 10 && observed.snapshot.isBalanced)
+        #expect(collector.records.map(\.id) == (0..<10).map { UInt32($0) })
+        #expect(collector.records.allSatisfy { $0.outcome == .failed("refused") && $0.token == token(UInt8($0.id!)) })
+
+        let tracked = OutcomeLedger()
+        tracked.enter(batch.lazy.map(\.sequence), count: 10)
+        tracked.record(batch, as: .accepted)
+        tracked.record(Array(batch.prefix(1)), as: .accepted)
+        #expect(tracked.snapshot.violations.count == 1)
     }
 }

@@ -1,8 +1,13 @@
 /// A value kept out of line and copied only when written while shared: what
 /// keeps ``NotificationRequest`` a few hundred bytes smaller, so that moving
 /// a request between stages and into batches is cheap. Compared by value.
+///
+/// The default (empty) value has no storage at all: copying a request that
+/// never set one of these keys touches no reference count. (A shared empty
+/// box would: every copy and every release, on every thread, would hit the
+/// one object's counter, and the pipeline's stages run on different cores.)
 @usableFromInline
-struct CopyOnWrite<Value: Sendable & Hashable>: Sendable, Hashable {
+struct CopyOnWrite<Value: Sendable & Hashable & DefaultInitializable>: Sendable, Hashable {
     // @unchecked Sendable: `value` is written only through `CopyOnWrite.value`'s
     // `_modify`, after `isKnownUniquelyReferenced` has made the storage this
     // wrapper's own; storage that two wrappers (or two threads) share is never written.
@@ -12,20 +17,31 @@ struct CopyOnWrite<Value: Sendable & Hashable>: Sendable, Hashable {
         @usableFromInline init(_ value: Value) { self.value = value }
     }
 
-    @usableFromInline var storage: Storage
+    /// `nil` means `Value()`.
+    @usableFromInline var storage: Storage?
 
-    @usableFromInline init(_ value: Value) { storage = Storage(value) }
-    /// Shares `storage` (a shared empty value costs no allocation per request).
-    @usableFromInline init(sharing storage: Storage) { self.storage = storage }
+    @usableFromInline init() { storage = nil }
 
     @inlinable var value: Value {
-        _read { yield storage.value }
+        _read {
+            if let storage { yield storage.value } else { yield Value() }
+        }
         _modify {
-            if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.value) }
-            yield &storage.value
+            if storage == nil {
+                storage = Storage(Value())
+            } else if !isKnownUniquelyReferenced(&storage) {
+                storage = Storage(storage.unsafelyUnwrapped.value)
+            }
+            yield &storage.unsafelyUnwrapped.value
         }
     }
 
-    @inlinable static func == (a: Self, b: Self) -> Bool { a.storage === b.storage || a.storage.value == b.storage.value }
-    @inlinable func hash(into hasher: inout Hasher) { storage.value.hash(into: &hasher) }
+    @inlinable static func == (a: Self, b: Self) -> Bool { a.storage === b.storage || a.value == b.value }
+    @inlinable func hash(into hasher: inout Hasher) { value.hash(into: &hasher) }
+}
+
+/// A value with an empty default, which ``CopyOnWrite`` stores as no storage.
+@usableFromInline
+protocol DefaultInitializable {
+    init()
 }

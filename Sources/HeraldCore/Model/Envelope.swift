@@ -26,6 +26,18 @@ public struct Envelope: Sendable {
     }
 }
 
+extension Array where Element == Envelope {
+    /// The record of every envelope ending with `outcome`. Reads each envelope
+    /// in place: `map { $0.record(...) }` copied every envelope (a request
+    /// holds some twenty references) only to read four fields.
+    @inlinable public func records(_ outcome: Outcome) -> [OutcomeRecord] {
+        var out: [OutcomeRecord] = []
+        out.reserveCapacity(count)
+        for i in indices { out.append(self[i].record(outcome)) }
+        return out
+    }
+}
+
 /// The bytes of one notification on the wire.
 public struct Frame: Sendable, Hashable {
     /// The encoded notification.

@@ -26,16 +26,16 @@ public struct NotificationRequest: Sendable, Hashable {
     public var priority: Priority?
     /// The localization mode for this request; `nil` uses the configured mode.
     public var localization: LocalizationMode?
-    /// HTTP/2 only, kept out of line (a shared empty box when unused, so a
+    /// HTTP/2 only, kept out of line (no storage at all when unused, so a
     /// request stays small to move): see ``pushType``, ``collapseID``, ``apnsID``.
-    @usableFromInline var headers = CopyOnWrite(sharing: HTTP2Headers.none)
+    @usableFromInline var headers = CopyOnWrite<HTTP2Headers>()
 
-    @usableFromInline struct HTTP2Headers: Sendable, Hashable {
+    @usableFromInline struct HTTP2Headers: Sendable, Hashable, DefaultInitializable {
         @usableFromInline var pushType: PushType?
         @usableFromInline var collapseID: String?
         @usableFromInline var apnsID: String?
         @usableFromInline var channelID: String?
-        static let none = CopyOnWrite<HTTP2Headers>.Storage(HTTP2Headers())
+        @usableFromInline init() {}
     }
 
     /// HTTP/2 only: `apns-push-type`; `nil` lets the transport infer it from the payload.
@@ -98,8 +98,8 @@ public struct LocalizationMode: Sendable, Hashable, CustomStringConvertible {
 /// The `aps` dictionary: Apple-defined keys.
 ///
 /// The keys most requests use are stored inline; the rest (interruption
-/// level, relevance, Live Activity keys…) live in one copy-on-write box shared
-/// by every request that has none of them, so a request stays small to move.
+/// level, relevance, Live Activity keys…) live in one copy-on-write box, made
+/// only for a request that sets one of them, so a request stays small to move.
 public struct APS: Sendable, Hashable {
     public var alert: Alert?
     /// Badge number; 0 clears it.
@@ -109,9 +109,9 @@ public struct APS: Sendable, Hashable {
     public var category: String?
     public var contentAvailable: Bool = false
     public var mutableContent: Bool = false
-    @usableFromInline var more = CopyOnWrite(sharing: Self.none)
+    @usableFromInline var more = CopyOnWrite<More>()
 
-    @usableFromInline struct More: Sendable, Hashable {
+    @usableFromInline struct More: Sendable, Hashable, DefaultInitializable {
         @usableFromInline var targetContentID: String?
         @usableFromInline var interruptionLevel: String?
         @usableFromInline var relevanceScore: Double?
@@ -125,8 +125,8 @@ public struct APS: Sendable, Hashable {
         @usableFromInline var attributes: JSONValue?
         @usableFromInline var inputPushToken = false
         @usableFromInline var inputPushChannel: String?
+        @usableFromInline init() {}
     }
-    static let none = CopyOnWrite<More>.Storage(More())
 
     public init() {}
 
@@ -151,19 +151,34 @@ public struct APS: Sendable, Hashable {
 }
 
 /// The alert: a plain body, or a dictionary of text and localization keys.
+///
+/// The keys most alerts use are stored inline; the rest live in a
+/// copy-on-write box made only for an alert that sets one of them.
 public struct Alert: Sendable, Hashable {
     public var title: String?
     public var subtitle: String?
     public var body: String?
-    public var launchImage: String?
-    /// `.some(nil)` is the explicit JSON `null`: a single OK button.
-    public var actionLocKey: String??
     public var locKey: String?
     public var locArgs: [String]?
-    public var titleLocKey: String?
-    public var titleLocArgs: [String]?
-    public var subtitleLocKey: String?
-    public var subtitleLocArgs: [String]?
+    @usableFromInline var more = CopyOnWrite<More>()
+
+    @usableFromInline struct More: Sendable, Hashable, DefaultInitializable {
+        @usableFromInline var launchImage: String?
+        @usableFromInline var actionLocKey: String??
+        @usableFromInline var titleLocKey: String?
+        @usableFromInline var titleLocArgs: [String]?
+        @usableFromInline var subtitleLocKey: String?
+        @usableFromInline var subtitleLocArgs: [String]?
+        @usableFromInline init() {}
+    }
+
+    @inlinable public var launchImage: String? { get { more.value.launchImage } set { more.value.launchImage = newValue } }
+    /// `.some(nil)` is the explicit JSON `null`: a single OK button.
+    @inlinable public var actionLocKey: String?? { get { more.value.actionLocKey } set { more.value.actionLocKey = newValue } }
+    @inlinable public var titleLocKey: String? { get { more.value.titleLocKey } set { more.value.titleLocKey = newValue } }
+    @inlinable public var titleLocArgs: [String]? { get { more.value.titleLocArgs } set { more.value.titleLocArgs = newValue } }
+    @inlinable public var subtitleLocKey: String? { get { more.value.subtitleLocKey } set { more.value.subtitleLocKey = newValue } }
+    @inlinable public var subtitleLocArgs: [String]? { get { more.value.subtitleLocArgs } set { more.value.subtitleLocArgs = newValue } }
 
     public init(body: String? = nil, title: String? = nil, subtitle: String? = nil) {
         self.body = body
@@ -173,9 +188,7 @@ public struct Alert: Sendable, Hashable {
 
     /// Whether the alert has only a body, and so may be sent as a plain string.
     public var isBodyOnly: Bool {
-        body != nil && title == nil && subtitle == nil && launchImage == nil && actionLocKey == nil
-            && locKey == nil && locArgs == nil && titleLocKey == nil && titleLocArgs == nil
-            && subtitleLocKey == nil && subtitleLocArgs == nil
+        body != nil && title == nil && subtitle == nil && locKey == nil && locArgs == nil && more.value == More()
     }
 
     /// Whether any localization key is present.

@@ -18,12 +18,12 @@ public final class BoundedChannel<Element: Sendable>: Sendable {
 
         init(capacity: Int) { buffer = Array(repeating: nil, count: capacity) }
 
-        /// Tries to place `element` without waiting.
-        mutating func offer(_ element: Element) -> SendResult {
+        /// Tries to place the element in `slot` without waiting; takes it out of `slot` when placed.
+        mutating func offer(_ slot: inout Element?) -> SendResult {
             if closed { return .closed }
             if !waitingReceivers.isEmpty { return .handOver(waitingReceivers.removeFirst()) }
             if count < buffer.count {
-                buffer[(head + count) % buffer.count] = element
+                buffer[(head + count) % buffer.count] = slot.take()
                 count += 1
                 return .enqueued
             }
@@ -65,23 +65,28 @@ public final class BoundedChannel<Element: Sendable>: Sendable {
     }
 
     /// Sends an element, waiting while the channel is full. Returns `false` if the channel was closed.
+    ///
+    /// The element is consumed: once it is in the channel the sender holds no
+    /// reference to it, so a receiver that mutates it (a batch handed to the
+    /// next stage) owns it uniquely and never copies it.
     @discardableResult
-    public func send(_ element: Element) async -> Bool {
-        switch state.withLock({ $0.offer(element) }) {
+    public func send(_ element: consuming Element) async -> Bool {
+        var slot: Element? = consume element
+        switch state.withLock({ $0.offer(&slot) }) {
         case .enqueued: return true
         case .closed: return false
-        case .handOver(let r): r.resume(returning: element); return true
+        case .handOver(let r): r.resume(returning: slot.take()); return true
         case .full:
             return await withUnsafeContinuation { (c: UnsafeContinuation<Bool, Never>) in
                 let result: SendResult = state.withLock { s in
-                    let r = s.offer(element)
-                    if case .full = r { s.waitingSenders.append((element, c)) }
+                    let r = s.offer(&slot)
+                    if case .full = r { s.waitingSenders.append((slot.take()!, c)) }
                     return r
                 }
                 switch result {
                 case .enqueued: c.resume(returning: true)
                 case .closed: c.resume(returning: false)
-                case .handOver(let r): r.resume(returning: element); c.resume(returning: true)
+                case .handOver(let r): r.resume(returning: slot.take()); c.resume(returning: true)
                 case .full: break  // a receiver resumes us
                 }
             }

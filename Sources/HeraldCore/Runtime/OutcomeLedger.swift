@@ -46,14 +46,27 @@ public final class OutcomeLedger: Sendable {
     public func record(_ records: [OutcomeRecord]) {
         guard !records.isEmpty else { return }
         state.withLock { s in
-            for r in records {
-                s.counts[Self.index(r.outcome.kind)] += 1
-                if tracksIdentity && s.outstanding.remove(r.sequence) == nil && s.violations.count < 100 {
-                    s.violations.append("sequence \(r.sequence) recorded without being outstanding (\(r.outcome))")
+            // By index, reading each record in place (`for r in records` copied every record).
+            for i in records.indices {
+                s.counts[Self.index(records[i].outcome.kind)] += 1
+                if tracksIdentity && s.outstanding.remove(records[i].sequence) == nil && s.violations.count < 100 {
+                    s.violations.append("sequence \(records[i].sequence) recorded without being outstanding (\(records[i].outcome))")
                 }
             }
         }
         for o in observers.withLock({ $0 }) { o.observe(records) }
+    }
+
+    /// Records that every envelope of `batch` ended with `outcome` (a
+    /// transport that takes or refuses a whole batch at once). Records are
+    /// built only when something reads them: an observer, or identity tracking.
+    public func record(_ batch: [Envelope], as outcome: Outcome) {
+        guard !batch.isEmpty else { return }
+        if !tracksIdentity && observers.withLock({ $0.isEmpty }) {
+            state.withLock { $0.counts[Self.index(outcome.kind)] += UInt64(batch.count) }
+        } else {
+            record(batch.records(outcome))
+        }
     }
 
     /// Records one outcome.
