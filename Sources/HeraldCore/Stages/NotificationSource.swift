@@ -17,7 +17,7 @@ public final class SourceSink {
     let batchSize: Int
     let output: BoundedChannel<[Envelope]>
     let ledger: OutcomeLedger
-    let stop: StopSignal
+    @usableFromInline let stop: StopSignal
     var pending: [Envelope] = []
     var nextSequence: UInt64 = 0
     let latency: LatencyTracker?
@@ -37,7 +37,7 @@ public final class SourceSink {
     }
 
     /// True once shutdown was requested: stop reading and return.
-    public var isStopping: Bool { stop.isSet }
+    @inlinable public var isStopping: Bool { stop.isSet }
 
     /// Number of requests emitted so far (valid and invalid).
     public var emitted: UInt64 { nextSequence }
@@ -83,10 +83,10 @@ public final class SourceSink {
 
 /// A one-way flag that asks sources to stop.
 public final class StopSignal: Sendable {
-    let flag = Atomic<Bool>(false)
+    @usableFromInline let flag = Atomic<Bool>(false)
     public init() {}
     public func set() { flag.store(true, ordering: .releasing) }
-    public var isSet: Bool { flag.load(ordering: .acquiring) }
+    @inlinable public var isSet: Bool { flag.load(ordering: .acquiring) }
 }
 
 /// A source over any sequence of requests held in memory.
