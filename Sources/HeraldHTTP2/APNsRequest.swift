@@ -63,6 +63,24 @@ public struct APNsRequestBuilder: Sendable {
 
     public init(defaultTopic: String? = nil) { self.defaultTopic = defaultTopic }
 
+    /// A batch as HTTP/2 items, in order, and the records of the envelopes
+    /// refused before the wire (each `dropped`, with the builder's reason).
+    public func items(for batch: [Envelope]) -> (items: [HTTP2Item], dropped: [OutcomeRecord]) {
+        var items: [HTTP2Item] = []
+        items.reserveCapacity(batch.count)
+        var dropped: [OutcomeRecord] = []
+        for i in batch.indices {
+            do throws(StageFailure) {
+                let e = batch[i]
+                let request = try request(for: e)
+                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request, topic: e.request.topic))
+            } catch {
+                dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))
+            }
+        }
+        return (items, dropped)
+    }
+
     /// The request for `envelope`; `makeID` makes the `apns-id` when the request has none.
     public func request(for envelope: Envelope, makeID: () -> String = APNsID.random) throws(StageFailure) -> APNsRequest {
         var r = envelope.request

@@ -67,17 +67,7 @@ public final class HTTP2Transport: Transport, TransportHealthReporting {
     }
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
-        var items: [HTTP2Item] = []
-        items.reserveCapacity(batch.count)
-        var dropped: [OutcomeRecord] = []
-        for e in batch {
-            do throws(StageFailure) {
-                let request = try builder.request(for: e)
-                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request, topic: e.request.topic))
-            } catch {
-                dropped.append(e.record(.dropped(OutcomeReason(error.code, error.reason))))
-            }
-        }
+        let (items, dropped) = builder.items(for: batch)
         if !dropped.isEmpty { outcomes.record(dropped) }
         guard !items.isEmpty else { return }
         await gate.acquire(items.count)

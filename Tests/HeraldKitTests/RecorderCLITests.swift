@@ -120,7 +120,8 @@ struct ProgressTests {
         let fractions = lines.compactMap { line -> Double? in
             ((try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["progress"] as? [String: Any])?["input_fraction"] as? Double
         }
-        #expect(fractions.count == lines.count && fractions == fractions.sorted() && fractions.allSatisfy { $0 > 0 && $0 <= 1 })
+        // A line may come before the first read on a loaded machine (CI once printed 0.000): 0 is a fraction too.
+        #expect(fractions.count == lines.count && fractions == fractions.sorted() && fractions.allSatisfy { $0 >= 0 && $0 <= 1 })
         let (_, _, quiet) = try await runHerald(["send", "--quiet", "--progress-every", "0.05", "--outcomes", dir + "/out2.jsonl", dir + "/in.jsonl"])
         #expect(!quiet.contains(#"{"progress":"#))
     }

@@ -63,16 +63,8 @@ public actor HTTP2SimulatorTransport: Transport {
     public func takeDeadTokens() -> [(DeviceToken, Int64?)] { defer { dead.removeAll() }; return dead }
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
-        var items: [HTTP2Item] = []
-        items.reserveCapacity(batch.count)
-        for e in batch {
-            do throws(StageFailure) {
-                let request = try builder.request(for: e)
-                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request, topic: e.request.topic))
-            } catch {
-                records.append(e.record(.dropped(OutcomeReason(error.code, error.reason))))
-            }
-        }
+        let (items, dropped) = builder.items(for: batch)
+        records += dropped
         machine.enqueue(items, now: now)
         run()
         await Task.yield()
