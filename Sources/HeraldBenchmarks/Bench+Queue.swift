@@ -109,7 +109,7 @@ struct BenchQueue: AsyncParsableCommand {
         let script = dir + "/claim-and-finish.sql"
         try """
             WITH claimed AS (
-                UPDATE notifications n SET state = 'leased', lease_owner = 'pgbench', lease_expires = now() + interval '30 seconds', attempts = n.attempts + 1
+                UPDATE notifications n SET state = 'leased', lease_owner = 'pgbench', lease_expires = now() + interval '30 seconds', attempts = n.attempts + 1, claim_token = 1
                 FROM (SELECT id FROM notifications WHERE state = 'queued' ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED) p
                 WHERE n.id = p.id RETURNING n.id
             )

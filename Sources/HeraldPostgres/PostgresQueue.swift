@@ -29,6 +29,10 @@ public final class PostgresQueue: Sendable {
     /// Bumped by every `NOTIFY` on ``QueueSchema/channel``.
     let notifications = Atomic<Int>(0)
     let listener = Mutex<Task<Void, Never>?>(nil)
+    /// The next claim's token; starts at random, so two queues given the same owner do not share tokens.
+    let claimTokens = Atomic<Int64>(Int64.random(in: 1...(Int64.max / 2)))
+    /// Tests only: how many claims to come lose their answer after they commit (as a dropped connection would).
+    package let loseClaimAnswers = Atomic<Int>(0)
 
     /// Starts the pool (connections are made on first use).
     public init(configuration: PostgresQueueConfiguration, owner: String? = nil, logger: Logger? = nil) {
@@ -116,11 +120,13 @@ public final class PostgresQueue: Sendable {
     /// whose lease expired: under another worker, or under this one when it
     /// no longer has them in flight (`inFlight`: its outcome write was lost
     /// or given up), so a worker alone on the queue takes those back too.
-    public func claim(limit: Int, inFlight: [Int64] = []) async throws(QueueError) -> [Claimed] {
+    ///
+    /// The rows are marked with `token` (``nextClaimToken()``): if the claim's
+    /// answer is lost, ``recoverClaims(_:)`` finds them again, so this worker
+    /// sends them once instead of claiming them twice when their lease runs out.
+    public func claim(limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws(QueueError) -> [Claimed] {
         let lease = configuration.lease.inSeconds
-        return try await named("claiming rows") { [self] in
-            var rows: [Claimed] = []
-            rows.reserveCapacity(limit)
+        let rows = try await named("claiming rows") { [self] in
             let result = try await client.query(
                 """
                 WITH expired AS (
@@ -135,16 +141,50 @@ public final class PostgresQueue: Sendable {
                 )
                 UPDATE notifications n
                 SET state = 'leased', lease_owner = \(owner), lease_expires = now() + make_interval(secs => \(lease)),
-                    attempts = n.attempts + 1
+                    attempts = n.attempts + 1, claim_token = \(token)
                 FROM picked WHERE n.id = picked.id
                 RETURNING n.id, n.body, n.attempts
                 """, logger: logger)
-            for try await (id, body, attempts) in result.decode((Int64, String, Int).self) {
-                rows.append(Claimed(id: id, body: body, attempts: attempts))
-            }
-            rows.sort { $0.id < $1.id }
-            return rows
+            return try await Self.claimed(result, capacity: limit)
         }
+        var lose = loseClaimAnswers.load(ordering: .relaxed)
+        while lose > 0 {
+            let (done, seen) = loseClaimAnswers.compareExchange(expected: lose, desired: lose - 1, ordering: .relaxed)
+            if done { throw QueueError("PostgreSQL \(configuration): claiming rows: the answer was lost (a test's fault)", isOutage: true) }
+            lose = seen
+        }
+        return rows
+    }
+
+    /// A token for the next claim, unique to this queue.
+    public func nextClaimToken() -> Int64 { claimTokens.wrappingAdd(1, ordering: .relaxed).newValue }
+
+    /// The rows that claims with these tokens leased to this worker and that
+    /// it still holds (a claim whose answer was lost: it may have committed),
+    /// their leases renewed. Rows another worker took since are not among them.
+    public func recoverClaims(_ tokens: [Int64]) async throws(QueueError) -> [Claimed] {
+        guard !tokens.isEmpty else { return [] }
+        let lease = configuration.lease.inSeconds
+        return try await named("finding the rows of \(tokens.count) unanswered claims") { [self] in
+            let result = try await client.query(
+                """
+                UPDATE notifications SET lease_expires = now() + make_interval(secs => \(lease))
+                WHERE state = 'leased' AND lease_owner = \(owner) AND claim_token = ANY(\(tokens)::bigint[])
+                RETURNING id, body, attempts
+                """, logger: logger)
+            return try await Self.claimed(result, capacity: 0)
+        }
+    }
+
+    /// Claimed rows from a statement's answer, oldest first.
+    static func claimed(_ result: PostgresRowSequence, capacity: Int) async throws -> [Claimed] {
+        var rows: [Claimed] = []
+        rows.reserveCapacity(capacity)
+        for try await (id, body, attempts) in result.decode((Int64, String, Int).self) {
+            rows.append(Claimed(id: id, body: body, attempts: attempts))
+        }
+        rows.sort { $0.id < $1.id }
+        return rows
     }
 
     /// Extends the lease of these rows where this worker still holds them; returns how many it does.

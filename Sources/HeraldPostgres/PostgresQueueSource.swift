@@ -43,6 +43,7 @@ public struct PostgresQueueSource: NotificationSource {
             if sink.isStopping {
                 // Claimed rows are this worker's to finish: what was prefetched goes through too.
                 if let rows = try? await prefetched?.value { await emit(rows, into: sink) }
+                if let rows = try? await recoverUnansweredClaims(), !rows.isEmpty { await emit(rows, into: sink) }
                 return
             }
             // Memory stays bounded when outcomes are written more slowly than rows are claimed:
@@ -55,7 +56,12 @@ public struct PostgresQueueSource: NotificationSource {
             // Read before claiming: a NOTIFY after an empty claim still wakes the wait below.
             let notified = queue.notificationCount
             do {
-                if let next = prefetched {
+                // First the rows of claims whose answer was lost (they may have committed): taken
+                // back now, they are sent once, not claimed again when their lease runs out.
+                let recovered = try await recoverUnansweredClaims()
+                if !recovered.isEmpty {
+                    rows = recovered
+                } else if let next = prefetched {
                     prefetched = nil
                     rows = try await next.value
                 } else {
@@ -86,9 +92,29 @@ public struct PostgresQueueSource: NotificationSource {
     /// Claims a batch, never one of the rows this worker holds, and notes it in the book at once:
     /// from then on its leases are renewed, whether or not it has been emitted yet.
     func claimBatch() async throws(QueueError) -> [PostgresQueue.Claimed] {
-        let rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids)
-        book.claim(rows.lazy.map(\.id))
-        return rows
+        let token = queue.nextClaimToken()
+        do {
+            let rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids, token: token)
+            book.claim(rows.lazy.map(\.id))
+            return rows
+        } catch {
+            book.claimUnanswered(token)
+            throw error
+        }
+    }
+
+    /// The rows of this worker's unanswered claims, noted in the book like a claim's.
+    func recoverUnansweredClaims() async throws(QueueError) -> [PostgresQueue.Claimed] {
+        let tokens = book.takeUnansweredClaims()
+        guard !tokens.isEmpty else { return [] }
+        do {
+            let rows = try await queue.recoverClaims(tokens)
+            book.claim(rows.lazy.map(\.id))
+            return rows
+        } catch {
+            for t in tokens { book.claimUnanswered(t) }
+            throw error
+        }
     }
 
     /// Emits claimed rows, each noted in the book first; a row that is not a valid request is emitted as invalid.

@@ -13,11 +13,17 @@ public final class LeaseBook: Sendable {
         var undecided: [UInt64: Int64] = [:]
         /// Rows whose outcome is decided but not yet written back.
         var unwritten: Set<Int64> = []
+        /// Claims that failed without an answer: they may have leased rows to this worker.
+        var unansweredClaims: [Int64] = []
     }
     let rows = Mutex(Rows())
     public init() {}
     /// Rows just claimed: held (and their leases renewed) from now on, before they are emitted.
     func claim(_ ids: some Sequence<Int64>) { rows.withLock { r in for id in ids { r.claimed.insert(id) } } }
+    /// A claim failed without an answer: it may have committed, leasing rows no one here knows of.
+    func claimUnanswered(_ token: Int64) { rows.withLock { $0.unansweredClaims.append(token) } }
+    /// The unanswered claims to look for, and forgets them.
+    func takeUnansweredClaims() -> [Int64] { rows.withLock { r in defer { r.unansweredClaims.removeAll() }; return r.unansweredClaims } }
     /// A claimed row is emitted as `sequence`.
     func hold(_ sequence: UInt64, row: Int64) {
         rows.withLock { r in

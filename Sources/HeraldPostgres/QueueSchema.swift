@@ -87,6 +87,9 @@ public enum QueueSchema {
         Migration(
             version: 3, description: "notifications: finished rows by age, for herald prune",
             statements: ["CREATE INDEX notifications_finished ON notifications (finished_at) WHERE state = 'done'"]),
+        Migration(
+            version: 4, description: "notifications: the claim that leased a row, so a claim whose answer was lost is found again",
+            statements: ["ALTER TABLE notifications ADD COLUMN claim_token bigint"]),
     ]
 
     /// The newest version this code knows.

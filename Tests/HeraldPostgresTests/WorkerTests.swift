@@ -42,6 +42,36 @@ struct WorkerTests {
         await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE outcome = 'dropped' AND reason IS NULL") == "0")
     }
 
+    @Test("a claim whose answer is lost after it committed: its rows are found again by its token and sent once, not claimed twice")
+    func lostClaimAnswer() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = try await openQueue(cluster, db, owner: "forgetful", batch: 50)
+        #expect(try await queue.enqueue(requestLines(500).lines) == 500)
+
+        // The statement: a claim's rows are found by its token, by the worker that claimed them only.
+        let token = queue.nextClaimToken()
+        let claimed = try await queue.claim(limit: 20, token: token)
+        let other = try await openQueue(cluster, db, owner: "other", batch: 50)
+        #expect(try await other.recoverClaims([token]).isEmpty)
+        await other.close()
+        let found = try await queue.recoverClaims([token, queue.nextClaimToken()])
+        #expect(found == claimed && found.map(\.id) == Array(1...20) && found.allSatisfy { $0.attempts == 1 })
+        try await cluster.psql(db, "UPDATE notifications SET state = 'queued', lease_owner = NULL, lease_expires = NULL, attempts = 0")
+
+        // The worker: three claims commit and lose their answer (the lease is 30 s: waiting it out would take that long).
+        queue.loseClaimAnswers.store(3, ordering: .relaxed)
+        let problems = ProblemLog()
+        let clock = ContinuousClock(), start = clock.now
+        let run = try await drainWorker(queue, problems: problems)
+        await queue.close()
+        #expect(clock.now - start < .seconds(25), "the lost claims' rows waited for their lease to expire")
+        #expect(problems.all.count == 3 && problems.all.allSatisfy { $0.contains("the answer was lost") }, "\(problems.all)")
+        #expect(run.snapshot.isBalanced && run.snapshot.entered == 500)
+        #expect(run.report.written == 500 && run.report.leaseLost == 0 && run.report.possibleDuplicates == 0)
+        await #expect(try tally(cluster, db) == ["done|accepted": 500])
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate") == "0")
+    }
+
     @Test("a dead worker's expired lease is reclaimed by another, marked possible_duplicate; the dead worker's late write changes nothing")
     func expiredLeaseReclaimed() async throws {
         let (cluster, db) = try await freshDatabase()
