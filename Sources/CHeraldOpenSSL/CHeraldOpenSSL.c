@@ -22,6 +22,7 @@ void cherald_ctx_set_default_modes(SSL_CTX *ctx) {
 
 void cherald_ctx_set_default_options(SSL_CTX *ctx) {
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
 }
 
 int cherald_set_tlsext_host_name(SSL *ssl, const char *name) {

@@ -7,18 +7,21 @@ extension DeliveryMachine {
         statistics.errorResponses += 1
         if response.status == .shutdown { statistics.shutdowns += 1 }
         let r = window.resolve(response)
-        var confirmed = false
+        var acceptedCount = 0
         for item in r.accepted where !item.isProbe {
             outcomes.append(item.record(.accepted))
-            confirmed = true
+            acceptedCount += 1
         }
+        var confirmed = acceptedCount > 0
         var probeAnswered = false
+        var rejectedOne = false
         if let (item, status) = r.rejected {
             if item.isProbe {
                 probeAnswered = true
             } else {
                 outcomes.append(item.record(.rejected(status)))
                 confirmed = true
+                rejectedOne = true
             }
         }
         let resend = r.resend.filter { !$0.isProbe }
@@ -38,16 +41,30 @@ extension DeliveryMachine {
             stuckSince = nil
             lastSilentCount = .max
         }
-        if probeAnswered && resend.isEmpty {
-            cap = min(policy.maxUnconfirmed, cap * 2)
-        } else if resend.count > r.accepted.count {
-            // More was written past the failure (and wasted) than before it: write
-            // about twice the distance between failures ahead of the gateway.
-            cap = max(policy.minUnconfirmed, min(cap, 2 * max(r.accepted.count, 1)))
-        }
+        adaptCap(accepted: acceptedCount, rejected: rejectedOne, cleanProbe: probeAnswered && resend.isEmpty)
         // Discarded by the gateway, so not delivered here; while isolating, they stay suspects.
         requeue(resend, suspect: budget != nil)
         connectIfNeeded(now)
+    }
+
+    /// Sets how far ahead of the gateway the connection writes, from the
+    /// distance between rejections seen so far (see ``DeliveryPolicy/minUnconfirmed``).
+    mutating func adaptCap(accepted: Int, rejected: Bool, cleanProbe: Bool) {
+        confirmedSinceRejection += accepted
+        if rejected {
+            let gap = confirmedSinceRejection
+            confirmedSinceRejection = 0
+            let mean = meanGap.map { ($0 * 3 + gap) / 4 } ?? gap
+            meanGap = mean
+            // While suspects are isolated, the bisection sets the limit.
+            guard budget == nil && suspects == 0 else { return }
+            // A probe costs a reconnection like an error response does, and a
+            // notification written past an error costs one resend: about twice
+            // the usual distance between rejections balances the two.
+            cap = max(policy.minUnconfirmed, min(policy.maxUnconfirmed, 2 * mean + 1))
+        } else if cleanProbe {
+            cap = min(policy.maxUnconfirmed, cap * 2)
+        }
     }
 
     /// Connection `c` ended with no answer (closed, reset, stalled or garbled).

@@ -79,6 +79,9 @@ public struct DeliveryMachine: Sendable {
 
     /// How many may be in flight on a connection before a probe (adaptive).
     var cap: Int
+    /// Notifications confirmed since the last rejection, and the running mean of that distance.
+    var confirmedSinceRejection = 0
+    var meanGap: Int?
     var probeSentAt: Duration?
     var windowOpenedAt: Duration?
     var lastWriteAt = Duration.zero

@@ -10,9 +10,11 @@ public struct DeliveryPolicy: Sendable, Hashable {
     /// (bounds memory and what an error can throw away). When reached, the
     /// connection writes a probe and waits for its answer.
     public var maxUnconfirmed: Int = 100_000
-    /// After an error response that wasted more writes than it confirmed, the
-    /// limit above shrinks to twice what it confirmed (not below this); it
-    /// grows back (doubling) with every clean probe.
+    /// After each rejection the limit above is set to about twice the mean
+    /// distance between rejections (a running mean), not below this; it
+    /// doubles with every clean probe. A probe ends its connection just as an
+    /// error response does, so writing well past the usual distance costs a
+    /// few resends where writing short of it would cost a reconnection.
     public var minUnconfirmed: Int = 32
     /// A connection asks for confirmation (writes a probe) once its oldest
     /// unconfirmed notification has waited this long.
