@@ -65,7 +65,7 @@ struct BenchTLS: AsyncParsableCommand {
             return s
         }
 
-        func drive(_ transport: any Transport, invalidEvery: Int) async throws -> (Double, LedgerSnapshot) {
+        func drive(_ transport: any Transport, invalidEvery: Int, count: Int) async throws -> (Double, LedgerSnapshot) {
             let ledger = OutcomeLedger(tracksIdentity: false)
             let framer = BinaryFramer(format: .frame)
             let payload = Self.payload
@@ -89,7 +89,7 @@ struct BenchTLS: AsyncParsableCommand {
             return (seconds, ledger.snapshot)
         }
 
-        func overTLS(connections: Int, invalidEvery: Int) async throws -> RunResult {
+        func overTLS(connections: Int, invalidEvery: Int, count: Int = count, minUnconfirmed: Int? = nil) async throws -> RunResult {
             let simulator = makeSimulator()
             var serverConfig = TLSConfiguration.server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey),
                                                        clientCA: .caFile(certs.caCertificate))
@@ -102,10 +102,11 @@ struct BenchTLS: AsyncParsableCommand {
                 serverName: "localhost", connections: connections)
             config.maxQueued = max(config.maxQueued, 4 * batchSize * connections)
             config.delivery.maxUnconfirmed = maxUnconfirmed
+            if let minUnconfirmed { config.delivery.minUnconfirmed = minUnconfirmed }
             config.tls.maximumVersion = version
             config.spareConnections = spareConnections
             let transport = try GatewayTransport(configuration: config)
-            let (seconds, snapshot) = try await drive(transport, invalidEvery: invalidEvery)
+            let (seconds, snapshot) = try await drive(transport, invalidEvery: invalidEvery, count: count)
             await server.stop()
             return RunResult(seconds: seconds, snapshot: snapshot, statistics: transport.statistics,
                              simulatorAccepted: simulator.counters.accepted)
@@ -116,7 +117,7 @@ struct BenchTLS: AsyncParsableCommand {
 
         // Baseline: the in-memory simulator transport, same frames and validation, no TLS or sockets.
         let memorySimulator = makeSimulator()
-        let (memorySeconds, memorySnapshot) = try await drive(SimulatorTransport(simulator: memorySimulator), invalidEvery: invalidEvery)
+        let (memorySeconds, memorySnapshot) = try await drive(SimulatorTransport(simulator: memorySimulator), invalidEvery: invalidEvery, count: count)
 
         let expectedRejected = invalidEvery > 0 ? UInt64((0..<count).filter { $0 % invalidEvery == invalidEvery / 2 }.count) : 0
         func ok(_ r: RunResult) -> Bool {
@@ -162,6 +163,14 @@ struct BenchTLS: AsyncParsableCommand {
             }
             report.add("ratio_invalid_to_clean", rates[2].1 / rates[0].1, places: 3)
             report.add("goal_ratio_invalid_to_clean", 0.25, places: 2)
+            // Every notification invalid, one written per connection: nothing but reconnections.
+            // Each invalid notification ends its connection (the binary interface's rule), so the
+            // rate at a fraction f of invalid ones can never pass reconnections per second / f.
+            let pure = try await overTLS(connections: connections, invalidEvery: 1, count: min(count, 20_000), minUnconfirmed: 1)
+            let reconnects = Double(pure.statistics?.errorResponses ?? 0) / pure.seconds
+            sweepCorrect = sweepCorrect && pure.snapshot.isBalanced && pure.snapshot.failed == 0
+            report.add("reconnections_per_second", reconnects, places: 0)
+            report.add("ceiling_ratio_invalid_to_clean", reconnects / invalidFraction / rates[0].1, places: 3)
         }
         report.add("all_outcomes_correct", ok(one) && ok(many) && memorySnapshot.isBalanced && sweepCorrect)
         report.add("peak_rss_mib", peakResidentMiB(), places: 1)
