@@ -180,10 +180,16 @@ struct BenchHTTP2: AsyncParsableCommand {
         guard snapshot.isBalanced && snapshot.accepted == UInt64(count) else {
             throw BenchError("http2 bench: \(snapshot.accepted) of \(count) accepted, \(snapshot.failed) failed (is the server answering 200?)")
         }
+        // The HTTP/2 library's own share, on the same requests: a bound on one connection's rate.
+        let builder = APNsRequestBuilder()
+        let requests = try envelopes.map { e throws(StageFailure) in try builder.request(for: e) }
+        let alone = try HTTP2LibraryAlone.rate(requests, authority: serverName ?? host, initialWindowSize: c.initialWindowSize)
+        r.add("nio_http2_alone_per_second", alone.rounded())
         guard h2load else { return }
         let rate = try runH2load(host: host, port: port)
         r.add("h2load_per_second", rate.rounded())
         r.add("ratio_to_h2load", (Double(count) / seconds) / rate, places: 3)
+        r.add("ceiling_ratio_to_h2load", alone / rate, places: 3)
     }
 
     /// Runs h2load with the same requests (POST of the same payload to a device path), one connection, the same streams.

@@ -67,17 +67,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         guard let context, context.channel.isActive, goAwayLastStreamID == nil, nextStreamID < Int32.max - 2 else { return false }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(6 + request.headers.count)
-        headers.add(name: ":method", value: request.method)
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: request.path)
-        headers.add(name: ":authority", value: authority)
-        if let authorization { headers.add(name: "authorization", value: authorization) }
-        for h in request.headers {
-            // A unique value would only push useful entries out of the HPACK table.
-            headers.add(name: h.name, value: h.value, indexing: h.name == "apns-id" || h.name == "apns-request-id" ? .nonIndexable : .indexable)
-        }
+        let headers = HPACKHeaders(request: request, authority: authority, authorization: authorization)
         pending[id] = Pending(stream: stream)
         streamIDs[stream] = id
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: request.body.isEmpty)))), promise: nil)
@@ -219,5 +209,40 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let bytes = Array(data.readableBytesView)
         if let object = (try? JSONParser.parse(bytes))?.objectValue, let reason = object["reason"]?.stringValue { return reason }
         return String(decoding: bytes.prefix(200), as: UTF8.self)
+    }
+}
+
+extension HPACKHeaders {
+    /// A request's header block as the transport sends it.
+    package init(request: APNsRequest, authority: String, authorization: String?) {
+        self.init()
+        reserveCapacity(6 + request.headers.count)
+        add(name: ":method", value: request.method)
+        add(name: ":scheme", value: "https")
+        // A device's path is unique to its token, like `apns-id`: indexing a unique value would only
+        // push the headers every request repeats out of the HPACK table (and lengthen the encoder's search).
+        add(name: ":path", value: request.path, indexing: .nonIndexable)
+        add(name: ":authority", value: authority)
+        if let authorization { add(name: "authorization", value: authorization) }
+        for h in request.headers {
+            add(name: h.name, value: h.value, indexing: h.name == "apns-id" || h.name == "apns-request-id" ? .nonIndexable : .indexable)
+        }
+    }
+}
+
+extension NIOHTTP2Handler.ConnectionConfiguration {
+    /// The connection settings of the transport's `NIOHTTP2Handler`.
+    package static func apnsClient(initialWindowSize: Int) -> Self {
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .initialWindowSize, value: initialWindowSize),
+        ]
+        // Our headers are built from checked requests, and of APNs' answers only `:status`
+        // and `apns-*` are read: validating every header block both ways costs a tenth of the time.
+        connection.headerBlockValidation = .disabled
+        connection.contentLengthValidation = .disabled
+        return connection
     }
 }

@@ -218,11 +218,6 @@ final class HTTP2Driver: @unchecked Sendable {
         let tls = self.tls
         let configuration = self.configuration
         let serverName = configuration.serverName ?? configuration.host
-        let settings: HTTP2Settings = [
-            HTTP2Setting(parameter: .enablePush, value: 0),
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-            HTTP2Setting(parameter: .initialWindowSize, value: configuration.initialWindowSize),
-        ]
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(TimeAmount(configuration.delivery.connectTimeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -233,12 +228,7 @@ final class HTTP2Driver: @unchecked Sendable {
                         handlers.append(try ProxyConnectHandler(target: configuration.host, port: configuration.port, proxy: proxy))
                     }
                     handlers.append(try OpenSSLHandler(context: tls, serverName: serverName))
-                    var connection = NIOHTTP2Handler.ConnectionConfiguration()
-                    connection.initialSettings = settings
-                    // Our headers are built from checked requests, and of APNs' answers only `:status`
-                    // and `apns-*` are read: validating every header block both ways costs a tenth of the time.
-                    connection.headerBlockValidation = .disabled
-                    connection.contentLengthValidation = .disabled
+                    let connection = NIOHTTP2Handler.ConnectionConfiguration.apnsClient(initialWindowSize: configuration.initialWindowSize)
                     // A server resets streams as an answer (nginx resets each stream whose body it did not
                     // read, with NO_ERROR): not an attack to cut the connection for.
                     handlers.append(NIOHTTP2Handler(

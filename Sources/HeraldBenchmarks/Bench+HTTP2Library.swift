@@ -1,0 +1,144 @@
+import Foundation
+import HeraldCore
+import HeraldHTTP2
+import HeraldHTTP2Transport
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import NIOHTTP2
+
+/// What swift-nio-http2 alone costs the client end of a connection, per
+/// request: the transport's `NIOHTTP2Handler`, configured as the transport
+/// configures it, writes each request's header block (built as the transport
+/// builds it) and body, and reads a `:status 200` answer for it. No TLS, no
+/// socket, no delivery machine: the answers were recorded beforehand from a
+/// server-mode `NIOHTTP2Handler`, round by round, and are replayed.
+///
+/// The rate is what one event loop could reach if everything but the HTTP/2
+/// library were free, which bounds the transport on one connection.
+enum HTTP2LibraryAlone {
+    /// The server end, for the recording: answers every request once its stream ends, and gives
+    /// the connection's flow-control window back every 32 KiB (the handler does not on its own).
+    final class Responder: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame
+        typealias OutboundOut = HTTP2Frame
+        var consumed = 0
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let frame = unwrapInboundIn(data)
+            let ended: Bool
+            switch frame.payload {
+            case .headers(let h): ended = h.endStream
+            case .data(let d):
+                ended = d.endStream
+                consumed += d.data.readableBytes
+                if consumed >= 32 << 10 {
+                    context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: consumed))), promise: nil)
+                    consumed = 0
+                }
+            default: ended = false
+            }
+            guard ended else { return }
+            let answer = HTTP2Frame(streamID: frame.streamID, payload: .headers(.init(headers: [":status": "200"], endStream: true)))
+            context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
+        }
+    }
+
+    /// The client end: counts answers.
+    final class Counter: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame
+        var answers = 0
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .headers(let h) = unwrapInboundIn(data).payload, h.endStream { answers += 1 }
+        }
+    }
+
+    static func client(initialWindowSize: Int) throws -> (EmbeddedChannel, Counter) {
+        let channel = EmbeddedChannel()
+        let counter = Counter()
+        try channel.pipeline.syncOperations.addHandlers([
+            NIOHTTP2Handler(mode: .client, connectionConfiguration: .apnsClient(initialWindowSize: initialWindowSize),
+                            streamConfiguration: .toleratingResets),
+            counter,
+        ])
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        return (channel, counter)
+    }
+
+    /// Everything `channel` has written, in one buffer.
+    static func drain(_ channel: EmbeddedChannel) throws -> ByteBuffer {
+        var all = ByteBuffer()
+        while var b = try channel.readOutbound(as: ByteBuffer.self) { all.writeBuffer(&b) }
+        return all
+    }
+
+    /// Writes `requests[range]` as the transport does (HEADERS, then DATA ending the stream) and flushes.
+    static func write(_ requests: ArraySlice<APNsRequest>, to channel: EmbeddedChannel, streams: inout Int32, authority: String) {
+        for request in requests {
+            let id = HTTP2StreamID(streams)
+            streams += 2
+            let headers = HPACKHeaders(request: request, authority: authority, authorization: nil)
+            channel.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: false))), promise: nil)
+            let body = channel.allocator.buffer(bytes: request.body)
+            channel.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true))), promise: nil)
+        }
+        channel.flush()
+    }
+
+    /// Requests per second through the client's `NIOHTTP2Handler` alone, `round` streams at a time.
+    static func rate(_ requests: [APNsRequest], round: Int = 100, authority: String, initialWindowSize: Int) throws -> Double {
+        // Record: the server's bytes after the client's set-up, then after each round of requests.
+        let (recorder, _) = try client(initialWindowSize: initialWindowSize)
+        let server = EmbeddedChannel()
+        try server.pipeline.syncOperations.addHandlers([
+            NIOHTTP2Handler(mode: .server, connectionConfiguration: .init(), streamConfiguration: .toleratingResets), Responder(),
+        ])
+        try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        func exchange() throws -> ByteBuffer {
+            var answered = ByteBuffer()
+            while true {
+                let up = try drain(recorder)
+                if up.readableBytes > 0 { try server.writeInbound(up) }
+                var down = try drain(server)
+                if down.readableBytes == 0 && up.readableBytes == 0 { return answered }
+                if down.readableBytes > 0 {
+                    answered.writeImmutableBuffer(down)
+                    try recorder.writeInbound(down)
+                    down.clear()
+                }
+            }
+        }
+        var streams: Int32 = 1
+        let setUp = try exchange()
+        var rounds: [ByteBuffer] = []
+        var start = 0
+        while start < requests.count {
+            write(requests[start..<min(start + round, requests.count)], to: recorder, streams: &streams, authority: authority)
+            rounds.append(try exchange())
+            start += round
+        }
+        _ = try? recorder.finish()
+        _ = try? server.finish()
+
+        // Replay: the same requests on a fresh client, fed the recorded answers; timed.
+        let (channel, counter) = try client(initialWindowSize: initialWindowSize)
+        _ = try drain(channel)
+        try channel.writeInbound(setUp)
+        _ = try drain(channel)
+        streams = 1
+        let clock = ContinuousClock()
+        let began = clock.now
+        start = 0
+        for answers in rounds {
+            write(requests[start..<min(start + round, requests.count)], to: channel, streams: &streams, authority: authority)
+            _ = try drain(channel)
+            try channel.writeInbound(answers)
+            start += round
+        }
+        let seconds = (clock.now - began).inSeconds
+        _ = try? channel.finish()
+        guard counter.answers == requests.count else {
+            throw BenchError("http2 library alone: \(counter.answers) of \(requests.count) requests answered in the replay")
+        }
+        return Double(requests.count) / seconds
+    }
+}
