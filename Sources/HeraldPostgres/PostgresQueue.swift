@@ -7,18 +7,19 @@ import Glibc
 #endif
 
 /// One worker's handle on the queue: a connection pool (postgres-nio's
-/// `PostgresClient`, which reconnects), the worker's name (its `lease_owner`)
+/// `PostgresClient`, which reconnects), the worker's name (its lease owner)
 /// and the protocol's statements. Each statement is one round trip and checks
 /// what it changed.
 ///
-/// The protocol (`docs/scale-out.md`): a worker **claims** the oldest
-/// queued rows, and rows whose lease expired under another worker, with
-/// `FOR UPDATE SKIP LOCKED` (so workers never wait for each other nor claim
-/// the same row), leasing them to itself until `now() + lease` and counting an
-/// attempt; it **renews** its leases while they are in flight; it **finishes**
-/// a batch of rows in one `UPDATE`, writing each outcome and releasing the row
-/// only where it still holds the lease, so a worker whose lease was taken over
-/// never overwrites the new holder's outcome.
+/// The protocol (`docs/scale-out.md`; schema version 5): rows in
+/// `notifications` are never updated. A worker **claims** the rows after a
+/// cursor, in `(xid, id)` order, inserting one lease row for them, and takes
+/// over leases whose time ran out, with `FOR UPDATE SKIP LOCKED` (so workers
+/// never wait for each other nor take the same lease); it **renews** its
+/// leases while their rows are in flight; it **finishes** rows by appending
+/// their outcomes, in one statement per batch, only under leases it still
+/// holds, deleting the leases it has finished, so a worker whose lease was
+/// taken over never writes over the new holder's outcome.
 public final class PostgresQueue: Sendable {
     public let configuration: PostgresQueueConfiguration
     /// This worker's `lease_owner`: host, process and a random part, unique per process.
@@ -109,41 +110,74 @@ public final class PostgresQueue: Sendable {
         return inserted
     }
 
-    /// A claimed row: its id, its request line and how many times it was claimed (more than once: another worker had it).
+    /// A claimed row: its id, its request line, its lease (the claim that holds it) and how many
+    /// times it was claimed (more than once: another worker had it).
     public struct Claimed: Sendable, Hashable {
         public var id: Int64
         public var body: String
+        public var lease: Int64
         public var attempts: Int
     }
 
-    /// Claims up to `limit` rows, oldest first: queued ones, and leased ones
-    /// whose lease expired: under another worker, or under this one when it
-    /// no longer has them in flight (`inFlight`: its outcome write was lost
-    /// or given up), so a worker alone on the queue takes those back too.
+    /// What a claim took: rows, and the leases it took over whose rows were all finished already
+    /// (their holder wrote every outcome, then lost the lease before releasing it): the caller
+    /// drops those with ``dropLeases(_:)``.
+    public struct Claim: Sendable {
+        public var rows: [Claimed]
+        public var emptyLeases: [Int64]
+    }
+
+    /// Claims up to `limit` new rows, oldest first, in a lease of their own, and takes over a few
+    /// leases whose time ran out: under another worker, or under this one when it no longer has
+    /// them in flight (`inFlight`, lease ids: their outcome write was lost or given up), so a
+    /// worker alone on the queue takes those back too. Of a lease taken over, only the rows with
+    /// no outcome yet come back, their attempt counted.
     ///
-    /// The rows are marked with `token` (``nextClaimToken()``): if the claim's
-    /// answer is lost, ``recoverClaims(_:)`` finds them again, so this worker
-    /// sends them once instead of claiming them twice when their lease runs out.
-    public func claim(limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws(QueueError) -> [Claimed] {
+    /// New rows are those after the cursor (`herald_cursor`) in `(xid, id)` order, of
+    /// transactions older than any still running: every row committed later lies after them, so
+    /// the cursor never passes one. Rows are never updated; a claim inserts one lease row.
+    ///
+    /// The lease is marked with `token` (``nextClaimToken()``): if the claim's answer is lost,
+    /// ``recoverClaims(_:)`` finds it again, so this worker sends its rows once instead of
+    /// claiming them twice when the lease runs out.
+    public func claim(limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws(QueueError) -> Claim {
         let lease = configuration.lease.inSeconds
-        let rows = try await named("claiming rows") { [self] in
+        let claim = try await named("claiming rows") { [self] in
             let result = try await client.query(
                 """
-                WITH expired AS (
-                    SELECT id FROM notifications
-                    WHERE state = 'leased' AND lease_expires < now()
-                      AND (lease_owner IS DISTINCT FROM \(owner) OR NOT id = ANY(\(inFlight)::bigint[]))
-                    ORDER BY lease_expires LIMIT \(limit) FOR UPDATE SKIP LOCKED
-                ), queued AS (
-                    SELECT id FROM notifications WHERE state = 'queued' ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                WITH taken AS (
+                    UPDATE herald_leases l
+                    SET owner = \(owner), expires = now() + make_interval(secs => \(lease)), attempts = l.attempts + 1, claim_token = \(token)
+                    WHERE l.lease IN (SELECT lease FROM herald_leases
+                                      WHERE expires < now() AND (owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[]))
+                                      ORDER BY expires LIMIT 2 FOR UPDATE SKIP LOCKED)
+                    RETURNING l.lease, l.ids, l.attempts
+                ), c AS (
+                    SELECT xid, id FROM herald_cursor FOR UPDATE
                 ), picked AS (
-                    SELECT id FROM expired UNION ALL SELECT id FROM queued ORDER BY id LIMIT \(limit)
+                    SELECT n.xid, n.id, n.body FROM notifications n
+                    WHERE (n.xid, n.id) > ((SELECT xid FROM c), (SELECT id FROM c)) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
+                    ORDER BY n.xid, n.id LIMIT \(limit)
+                ), moved AS (
+                    UPDATE herald_cursor SET xid = p.xid, id = p.id
+                    FROM (SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1) p RETURNING 1
+                ), fresh AS (
+                    INSERT INTO herald_leases (ids, owner, expires, claim_token)
+                    SELECT array_agg(id ORDER BY xid, id), \(owner), now() + make_interval(secs => \(lease)), \(token)
+                    FROM picked HAVING count(*) > 0
+                    RETURNING lease, attempts
                 )
-                UPDATE notifications n
-                SET state = 'leased', lease_owner = \(owner), lease_expires = now() + make_interval(secs => \(lease)),
-                    attempts = n.attempts + 1, claim_token = \(token)
-                FROM picked WHERE n.id = picked.id
-                RETURNING n.id, n.body, n.attempts
+                SELECT f.lease, f.attempts, (SELECT array_agg(id ORDER BY xid, id) FROM picked), (SELECT array_agg(body ORDER BY xid, id) FROM picked)
+                FROM fresh f
+                UNION ALL
+                SELECT t.lease, t.attempts, array_agg(n.id ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL),
+                       array_agg(n.body ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL)
+                FROM taken t
+                LEFT JOIN LATERAL (
+                    SELECT u.id FROM unnest(t.ids) AS u(id) WHERE NOT EXISTS (SELECT 1 FROM herald_outcomes o WHERE o.id = u.id)
+                ) r ON true
+                LEFT JOIN notifications n ON n.id = r.id
+                GROUP BY t.lease, t.attempts
                 """, logger: logger)
             return try await Self.claimed(result, capacity: limit)
         }
@@ -153,72 +187,102 @@ public final class PostgresQueue: Sendable {
             if done { throw QueueError("PostgreSQL \(configuration): claiming rows: the answer was lost (a test's fault)", isOutage: true) }
             lose = seen
         }
-        return rows
+        return claim
     }
 
     /// A token for the next claim, unique to this queue.
     public func nextClaimToken() -> Int64 { claimTokens.wrappingAdd(1, ordering: .relaxed).newValue }
 
-    /// The rows that claims with these tokens leased to this worker and that
-    /// it still holds (a claim whose answer was lost: it may have committed),
-    /// their leases renewed. Rows another worker took since are not among them.
-    public func recoverClaims(_ tokens: [Int64]) async throws(QueueError) -> [Claimed] {
-        guard !tokens.isEmpty else { return [] }
+    /// The rows of the leases that claims with these tokens gave this worker and that it still
+    /// holds (a claim whose answer was lost: it may have committed), their leases renewed. Leases
+    /// another worker took since are not among them.
+    public func recoverClaims(_ tokens: [Int64]) async throws(QueueError) -> Claim {
+        guard !tokens.isEmpty else { return Claim(rows: [], emptyLeases: []) }
         let lease = configuration.lease.inSeconds
         return try await named("finding the rows of \(tokens.count) unanswered claims") { [self] in
             let result = try await client.query(
                 """
-                UPDATE notifications SET lease_expires = now() + make_interval(secs => \(lease))
-                WHERE state = 'leased' AND lease_owner = \(owner) AND claim_token = ANY(\(tokens)::bigint[])
-                RETURNING id, body, attempts
+                WITH got AS (
+                    UPDATE herald_leases SET expires = now() + make_interval(secs => \(lease))
+                    WHERE owner = \(owner) AND claim_token = ANY(\(tokens)::bigint[])
+                    RETURNING lease, ids, attempts
+                )
+                SELECT g.lease, g.attempts, array_agg(n.id ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL),
+                       array_agg(n.body ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL)
+                FROM got g
+                LEFT JOIN LATERAL (
+                    SELECT u.id FROM unnest(g.ids) AS u(id) WHERE NOT EXISTS (SELECT 1 FROM herald_outcomes o WHERE o.id = u.id)
+                ) r ON true
+                LEFT JOIN notifications n ON n.id = r.id
+                GROUP BY g.lease, g.attempts
                 """, logger: logger)
             return try await Self.claimed(result, capacity: 0)
         }
     }
 
-    /// Claimed rows from a statement's answer, oldest first.
-    static func claimed(_ result: PostgresRowSequence, capacity: Int) async throws -> [Claimed] {
+    /// Claimed rows from a statement's answer: a row per lease (`lease, attempts, ids, bodies`; a
+    /// lease with no row left comes with null arrays), so that a claim's thousand rows cost one
+    /// row's decoding, not a thousand. Oldest first.
+    static func claimed(_ result: PostgresRowSequence, capacity: Int) async throws -> Claim {
         var rows: [Claimed] = []
         rows.reserveCapacity(capacity)
-        for try await (id, body, attempts) in result.decode((Int64, String, Int).self) {
-            rows.append(Claimed(id: id, body: body, attempts: attempts))
+        var empty: [Int64] = []
+        for try await (lease, attempts, ids, bodies) in result.decode((Int64, Int, [Int64]?, [String]?).self) {
+            var any = false
+            if let ids, let bodies {
+                for (id, body) in zip(ids, bodies) {
+                    rows.append(Claimed(id: id, body: body, lease: lease, attempts: attempts))
+                    any = true
+                }
+            }
+            if !any { empty.append(lease) }
         }
         rows.sort { $0.id < $1.id }
-        return rows
+        return Claim(rows: rows, emptyLeases: empty.sorted())
     }
 
-    /// Extends the lease of these rows where this worker still holds them; returns how many it does.
-    /// Only rows in flight are renewed: one whose outcome was written (or given up) is left to expire,
-    /// so a write lost by the database is claimed again by someone. Rows locked by a statement under
-    /// way (this worker's own outcome write, another's claim) are skipped, not waited for: a slow
-    /// write must not hold up the renewal of every other row until their leases run out.
+    /// Deletes these leases where this worker holds them (their rows are all finished).
+    public func dropLeases(_ leases: [Int64]) async throws(QueueError) {
+        guard !leases.isEmpty else { return }
+        _ = try await named("dropping \(leases.count) finished leases") { [self] in
+            try await count(
+                "WITH d AS (DELETE FROM herald_leases WHERE lease = ANY(\(leases)::bigint[]) AND owner = \(owner) RETURNING 1) SELECT count(*) FROM d")
+        }
+    }
+
+    /// Extends these leases where this worker still holds them; returns how many it does. Only
+    /// leases in flight are renewed: one whose outcomes were written (or given up) is left to
+    /// expire, so a write lost by the database is claimed again by someone. An outcome write under
+    /// way does not hold renewal up (it locks its leases `FOR KEY SHARE`); a lease another worker's
+    /// claim is taking over at that moment is skipped, not waited for.
     @discardableResult
-    public func renewLeases(_ ids: [Int64]) async throws(QueueError) -> Int {
-        guard !ids.isEmpty else { return 0 }
+    public func renewLeases(_ leases: [Int64]) async throws(QueueError) -> Int {
+        guard !leases.isEmpty else { return 0 }
         let lease = configuration.lease.inSeconds
-        return try await named("renewing \(ids.count) leases") { [self] in
+        return try await named("renewing \(leases.count) leases") { [self] in
             try await count(
                 """
                 WITH r AS (
-                    UPDATE notifications SET lease_expires = now() + make_interval(secs => \(lease))
-                    WHERE id IN (SELECT id FROM notifications
-                                 WHERE id = ANY(\(ids)::bigint[]) AND state = 'leased' AND lease_owner = \(owner)
-                                 FOR UPDATE SKIP LOCKED)
+                    UPDATE herald_leases SET expires = now() + make_interval(secs => \(lease))
+                    WHERE lease IN (SELECT lease FROM herald_leases
+                                    WHERE lease = ANY(\(leases)::bigint[]) AND owner = \(owner)
+                                    FOR NO KEY UPDATE SKIP LOCKED)
                     RETURNING 1
                 ) SELECT count(*) FROM r
                 """)
         }
     }
 
-    /// Whether anything is left for this worker to wait for: queued rows, or rows leased by others
-    /// (they end, or their lease expires and they become this worker's to claim).
+    /// Whether anything is left for this worker to wait for: rows after the cursor (committed or
+    /// still being inserted), or leases held by others or by no one (they end, or their time runs
+    /// out and they become this worker's to take over).
     public func hasWorkLeft(inFlight: [Int64] = []) async throws(QueueError) -> Bool {
         try await named("looking for work left") { [self] in
             try await count(
                 """
-                SELECT (EXISTS (SELECT 1 FROM notifications WHERE state = 'queued')
-                     OR EXISTS (SELECT 1 FROM notifications WHERE state = 'leased'
-                                AND (lease_owner IS DISTINCT FROM \(owner) OR NOT id = ANY(\(inFlight)::bigint[]))))::int
+                SELECT (EXISTS (SELECT 1 FROM notifications n
+                                WHERE (n.xid, n.id) > ((SELECT xid FROM herald_cursor), (SELECT id FROM herald_cursor)))
+                     OR EXISTS (SELECT 1 FROM herald_leases WHERE owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[])))::int
                 """) > 0
         }
     }

@@ -67,7 +67,7 @@ public struct PostgresQueueSource: NotificationSource {
                 } else {
                     rows = try await claimBatch()
                 }
-                if rows.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.ids)) { return }
+                if rows.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.leases)) { return }
                 delay = .milliseconds(50)
             } catch {
                 onProblem("\(error); retrying in \(delay)")
@@ -79,7 +79,7 @@ public struct PostgresQueueSource: NotificationSource {
                 await queue.waitForNotification(timeout: queue.configuration.poll, since: notified) { sink.isStopping }
                 continue
             }
-            if rows.count == queue.configuration.batch {
+            if rows.count >= queue.configuration.batch {
                 // In the book as soon as claimed: a batch waiting here (the worker at its limit, the
                 // pipeline full) has its leases renewed like the rows in flight, or another worker
                 // would take it over once the lease ran out, and both would send it.
@@ -89,18 +89,25 @@ public struct PostgresQueueSource: NotificationSource {
         }
     }
 
-    /// Claims a batch, never one of the rows this worker holds, and notes it in the book at once:
-    /// from then on its leases are renewed, whether or not it has been emitted yet.
+    /// Claims a batch, never under one of the leases this worker holds, and notes it in the book at
+    /// once: from then on its leases are renewed, whether or not it has been emitted yet.
     func claimBatch() async throws(QueueError) -> [PostgresQueue.Claimed] {
         let token = queue.nextClaimToken()
         do {
-            let rows = try await queue.claim(limit: queue.configuration.batch, inFlight: book.ids, token: token)
-            book.claim(rows.lazy.map(\.id))
-            return rows
+            let claim = try await queue.claim(limit: queue.configuration.batch, inFlight: book.leases, token: token)
+            return await noted(claim)
         } catch {
             book.claimUnanswered(token)
             throw error
         }
+    }
+
+    /// Notes a claim's rows in the book, and drops the leases it took over with nothing left to
+    /// send (if that fails, they run out again and the next claim that takes them drops them).
+    func noted(_ claim: PostgresQueue.Claim) async -> [PostgresQueue.Claimed] {
+        book.claim(claim.rows)
+        if !claim.emptyLeases.isEmpty { try? await queue.dropLeases(claim.emptyLeases) }
+        return claim.rows
     }
 
     /// The rows of this worker's unanswered claims, noted in the book like a claim's.
@@ -108,9 +115,7 @@ public struct PostgresQueueSource: NotificationSource {
         let tokens = book.takeUnansweredClaims()
         guard !tokens.isEmpty else { return [] }
         do {
-            let rows = try await queue.recoverClaims(tokens)
-            book.claim(rows.lazy.map(\.id))
-            return rows
+            return await noted(try await queue.recoverClaims(tokens))
         } catch {
             for t in tokens { book.claimUnanswered(t) }
             throw error

@@ -2,24 +2,41 @@ import HeraldCore
 import PostgresNIO
 import Synchronization
 
-/// Which row each of a run's sequence numbers came from: filled by
-/// ``PostgresQueueSource`` as it emits, emptied by ``QueueOutcomeWriter`` as
-/// outcomes arrive. Its size is the number of rows in the pipeline.
+/// Which row (and lease) each of a run's sequence numbers came from: filled by
+/// ``PostgresQueueSource`` as it claims and emits, emptied by
+/// ``QueueOutcomeWriter`` as outcomes are written. Its size is the number of
+/// rows in the pipeline.
 public final class LeaseBook: Sendable {
+    struct Lease {
+        /// Rows of the lease held here whose outcome is not written yet.
+        var remaining = 0
+        /// An outcome write for some of its rows was given up: the lease must not be dropped, so
+        /// that it runs out and those rows are taken over.
+        var lost = false
+    }
     struct Rows {
-        /// Rows claimed and not yet emitted (a batch claimed ahead, the rest of the batch being emitted).
-        var claimed: Set<Int64> = []
+        /// Rows claimed and not yet emitted (a batch claimed ahead, the rest of the batch being emitted), with their lease.
+        var claimed: [Int64: Int64] = [:]
         /// Emitted rows by sequence number, their outcome not decided yet.
-        var undecided: [UInt64: Int64] = [:]
+        var undecided: [UInt64: (row: Int64, lease: Int64)] = [:]
         /// Rows whose outcome is decided but not yet written back.
-        var unwritten: Set<Int64> = []
+        var unwritten = 0
+        /// The leases rows are held under.
+        var leases: [Int64: Lease] = [:]
         /// Claims that failed without an answer: they may have leased rows to this worker.
         var unansweredClaims: [Int64] = []
     }
     let rows = Mutex(Rows())
     public init() {}
     /// Rows just claimed: held (and their leases renewed) from now on, before they are emitted.
-    func claim(_ ids: some Sequence<Int64>) { rows.withLock { r in for id in ids { r.claimed.insert(id) } } }
+    func claim(_ claimed: [PostgresQueue.Claimed]) {
+        rows.withLock { r in
+            for row in claimed {
+                r.claimed[row.id] = row.lease
+                r.leases[row.lease, default: Lease()].remaining += 1
+            }
+        }
+    }
     /// A claim failed without an answer: it may have committed, leasing rows no one here knows of.
     func claimUnanswered(_ token: Int64) { rows.withLock { $0.unansweredClaims.append(token) } }
     /// The unanswered claims to look for, and forgets them.
@@ -27,29 +44,59 @@ public final class LeaseBook: Sendable {
     /// A claimed row is emitted as `sequence`.
     func hold(_ sequence: UInt64, row: Int64) {
         rows.withLock { r in
-            r.claimed.remove(row)
-            r.undecided[sequence] = row
+            guard let lease = r.claimed.removeValue(forKey: row) else { return }
+            r.undecided[sequence] = (row, lease)
         }
     }
-    /// The row of a decided sequence number: it stays held, as unwritten, until ``settle(_:)``.
-    func take(_ sequence: UInt64) -> Int64? {
+    /// The row and lease of a decided sequence number: held, as unwritten, until ``settle(_:written:)``.
+    func take(_ sequence: UInt64) -> (row: Int64, lease: Int64)? {
         rows.withLock { r in
-            guard let id = r.undecided.removeValue(forKey: sequence) else { return nil }
-            r.unwritten.insert(id)
-            return id
+            guard let held = r.undecided.removeValue(forKey: sequence) else { return nil }
+            r.unwritten += 1
+            return held
         }
     }
-    /// These rows' outcomes were written, or given up: the book no longer holds them.
-    func settle(_ ids: some Sequence<Int64>) { rows.withLock { r in for id in ids { r.unwritten.remove(id) } } }
-    func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0.undecided[sequence] } }
+    /// The leases that writing `batch` finishes: every row of theirs held here is in it, and none was given up.
+    func completing(_ batch: [PostgresQueue.Finished]) -> [Int64] {
+        rows.withLock { r in
+            var counts: [Int64: Int] = [:]
+            for f in batch { counts[f.lease, default: 0] += 1 }
+            return counts.compactMap { lease, n in
+                guard let l = r.leases[lease], !l.lost, l.remaining == n else { return nil }
+                return lease
+            }.sorted()
+        }
+    }
+    /// These rows' outcomes were written (`written`), or given up: the book no longer holds them. A
+    /// lease none of whose rows are held any more leaves the book (no longer renewed); returns those
+    /// of them with every outcome written.
+    @discardableResult
+    func settle(_ batch: [PostgresQueue.Finished], written: Bool) -> [Int64] {
+        rows.withLock { r in
+            r.unwritten -= batch.count
+            var finished: [Int64] = []
+            for f in batch {
+                guard var l = r.leases[f.lease] else { continue }
+                l.remaining -= 1
+                if !written { l.lost = true }
+                if l.remaining > 0 {
+                    r.leases[f.lease] = l
+                } else {
+                    r.leases[f.lease] = nil
+                    if !l.lost { finished.append(f.lease) }
+                }
+            }
+            return finished
+        }
+    }
+    func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0.undecided[sequence]?.row } }
     /// Rows emitted whose outcome has not been decided yet.
     public var count: Int { rows.withLock { $0.undecided.count } }
     /// Rows held: claimed and not yet emitted, undecided, or decided and not yet written.
-    public var held: Int { rows.withLock { $0.claimed.count + $0.undecided.count + $0.unwritten.count } }
-    /// The rows this worker holds: claimed and not yet emitted, undecided, or decided and not yet
-    /// written. Their leases are renewed, and this worker's own claims never take them back, even
-    /// once their lease has expired (after a long outage).
-    var ids: [Int64] { rows.withLock { Array($0.claimed) + Array($0.undecided.values) + Array($0.unwritten) } }
+    public var held: Int { rows.withLock { $0.claimed.count + $0.undecided.count + $0.unwritten } }
+    /// The leases this worker holds rows under: they are renewed, and this worker's own claims never
+    /// take them over, even once they have run out (after a long outage).
+    var leases: [Int64] { rows.withLock { Array($0.leases.keys) } }
 }
 
 /// Writes each outcome back to its row, in batches of one `UPDATE` each, and
@@ -107,11 +154,11 @@ public final class QueueOutcomeWriter: OutcomeObserver {
     public func observe(_ records: [OutcomeRecord]) {
         state.withLock { s in
             for r in records {
-                guard let id = book.take(r.sequence) else {
+                guard let held = book.take(r.sequence) else {
                     s.report.unmapped += 1
                     continue
                 }
-                s.pending.append(PostgresQueue.Finished(id: id, record: r))
+                s.pending.append(PostgresQueue.Finished(id: held.row, lease: held.lease, record: r))
             }
         }
         wake.yield()
@@ -153,11 +200,20 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         }
     }
 
+    /// Writes batches two at a time (on two of the pool's connections): while the database works
+    /// on one, the next is on its way.
     func writeUntilFinished() async {
-        for await _ in wakeups {
-            while let batch = nextBatch() { await write(batch) }
+        var previous: Task<Void, Never>?
+        func pump() async {
+            while let batch = nextBatch() {
+                let earlier = previous
+                previous = Task { await self.write(batch) }
+                await earlier?.value
+            }
         }
-        while let batch = nextBatch() { await write(batch) }
+        for await _ in wakeups { await pump() }
+        await pump()
+        await previous?.value
     }
 
     /// Since when writes have been failing, and (once ``finish()`` began) by when writing must end.
@@ -175,11 +231,14 @@ public final class QueueOutcomeWriter: OutcomeObserver {
     func write(_ batch: [PostgresQueue.Finished]) async {
         let clock = ContinuousClock()
         var delay = Duration.milliseconds(50)
+        let complete = book.completing(batch)
         while true {
             do {
-                let result = try await queue.finish(batch)
+                let result = try await queue.finish(batch, completing: complete)
                 outage.withLock { $0.failingSince = nil }
-                book.settle(batch.lazy.map(\.id))
+                // A lease whose rows were written by two writes at once is finished by neither: dropped now.
+                let finished = book.settle(batch, written: true).filter { !complete.contains($0) }
+                if !finished.isEmpty { try? await queue.dropLeases(finished) }
                 state.withLock { s in
                     s.report.written += result.written
                     s.report.possibleDuplicates += result.possibleDuplicates
@@ -199,7 +258,7 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                 let failedForALease = clock.now - since >= queue.configuration.lease
                 if (failedForALease && (!error.isOutage || finishBy != nil)) || finishBy.map({ clock.now >= $0 }) == true {
                     onProblem("\(error); giving up on \(batch.count) outcomes (their rows will be claimed again once their lease expires)")
-                    book.settle(batch.lazy.map(\.id))
+                    book.settle(batch, written: false)
                     state.withLock { s in
                         s.report.notWritten += batch.count
                     }
@@ -216,9 +275,8 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         let period = queue.configuration.lease / 3
         while (try? await Task.sleep(for: period)) != nil {
             do {
-                // Rows in the pipeline, and outcomes not yet written.
-                let ids = book.ids
-                try await queue.renewLeases(ids)
+                // The leases of rows in the pipeline, and of outcomes not yet written.
+                try await queue.renewLeases(book.leases)
             } catch {
                 onProblem("\(error)")
             }
@@ -230,9 +288,11 @@ extension PostgresQueue {
     /// A row's outcome, to be written back.
     public struct Finished: Sendable {
         public var id: Int64
+        public var lease: Int64
         public var record: OutcomeRecord
-        public init(id: Int64, record: OutcomeRecord) {
+        public init(id: Int64, lease: Int64, record: OutcomeRecord) {
             self.id = id
+            self.lease = lease
             self.record = record
         }
     }
@@ -245,17 +305,18 @@ extension PostgresQueue {
         return false
     }
 
-    /// Writes outcomes and releases their rows (`state = 'done'`) in one
-    /// statement, only where this worker still holds the lease. Rows claimed
-    /// more than once are marked `possible_duplicate`. Rows that failed only
-    /// because this process stopped (``releases(_:)``) go back to `queued`
-    /// instead, counted in `released`.
-    public func finish(_ rows: [Finished]) async throws(QueueError) -> (written: Int, possibleDuplicates: Int, released: Int) {
-        var ids: [Int64] = [], outcomes: [String] = [], statuses: [Int32] = [], codes: [String] = [], reasons: [String] = [], apnsIDs: [String] = []
-        var release: [Bool] = []
+    /// Writes outcomes, appending them to `herald_outcomes`, in one statement, only for rows whose
+    /// lease this worker still holds, and drops the leases in `completing` (every row of theirs is
+    /// finished with this write). Rows of a lease claimed more than once are marked
+    /// `possible_duplicate`. Rows that failed only because this process stopped (``releases(_:)``)
+    /// go back to the queue instead, in a lease no one holds, counted in `released`.
+    public func finish(_ rows: [Finished], completing: [Int64] = []) async throws(QueueError) -> (written: Int, possibleDuplicates: Int, released: Int) {
+        var ids: [Int64] = [], leases: [Int64] = [], outcomes: [String] = [], statuses: [Int32] = [], codes: [String] = [], reasons: [String] = []
+        var apnsIDs: [String] = [], release: [Bool] = []
         for f in rows {
             let r = f.record
             ids.append(f.id)
+            leases.append(f.lease)
             release.append(Self.releases(r.outcome))
             outcomes.append(r.outcome.kind.rawValue)
             apnsIDs.append(r.apnsID ?? "")
@@ -274,37 +335,50 @@ extension PostgresQueue {
                 reasons.append("")
             }
         }
-        return try await named("writing \(rows.count) outcomes") { [self, ids, outcomes, statuses, codes, reasons, apnsIDs, release] in
+        let released = zip(ids, release).filter(\.1).map(\.0)
+        return try await named("writing \(rows.count) outcomes") { [self, ids, leases, outcomes, statuses, codes, reasons, apnsIDs, release, released] in
             // One statement, its own transaction: no BEGIN and COMMIT round trips. The write does not wait for
             // the WAL to reach the disk (`synchronous_commit` off for this transaction only): an outcome
-            // a database crash loses leaves its row leased; once the lease expires it is claimed again
+            // a database crash loses leaves its lease in place; once it runs out its rows are taken over
             // and marked possible_duplicate, as after a worker's crash. The claim, whose loss would not
             // be marked, keeps the default.
             let query: PostgresQuery = """
                 WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
-                w AS (
-                    UPDATE notifications n
-                    SET state = CASE WHEN u.release THEN 'queued' ELSE 'done' END,
-                        outcome = CASE WHEN u.release THEN NULL ELSE u.outcome END,
-                        status = CASE WHEN u.release THEN NULL ELSE NULLIF(u.status, -1) END,
-                        reason_code = CASE WHEN u.release THEN NULL ELSE NULLIF(u.code, '') END,
-                        reason = CASE WHEN u.release THEN NULL ELSE NULLIF(u.reason, '') END,
-                        apns_id = CASE WHEN u.release THEN NULL ELSE NULLIF(u.apns_id, '') END,
-                        possible_duplicate = NOT u.release AND n.attempts > 1,
-                        finished_at = CASE WHEN u.release THEN NULL ELSE now() END,
-                        lease_owner = CASE WHEN u.release THEN NULL ELSE n.lease_owner END,
-                        lease_expires = NULL
-                    FROM unnest(\(ids)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[], \(reasons)::text[], \(apnsIDs)::text[],
-                                \(release)::bool[])
-                        AS u(id, outcome, status, code, reason, apns_id, release)
-                    WHERE n.id = u.id AND n.state = 'leased' AND n.lease_owner = \(owner)
-                    RETURNING n.possible_duplicate, n.state = 'queued' AS released
-                ) SELECT count(*) FILTER (WHERE NOT released), count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE released),
-                         (SELECT set_config FROM durability)
-                  FROM w
+                mine AS (
+                    -- KEY SHARE: no one takes these leases over (or drops them) until this write commits,
+                    -- but renewing them goes on, however long the write takes.
+                    SELECT lease, attempts FROM herald_leases WHERE lease = ANY(\(leases)::bigint[]) AND owner = \(owner) FOR KEY SHARE
+                ), u AS (
+                    SELECT * FROM unnest(\(ids)::bigint[], \(leases)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[],
+                                         \(reasons)::text[], \(apnsIDs)::text[], \(release)::bool[])
+                        AS u(id, lease, outcome, status, code, reason, apns_id, release)
+                ), w AS (
+                    INSERT INTO herald_outcomes (id, outcome, status, reason_code, reason, apns_id, possible_duplicate, attempts, owner)
+                    SELECT u.id, u.outcome, NULLIF(u.status, -1), NULLIF(u.code, ''), NULLIF(u.reason, ''), NULLIF(u.apns_id, ''),
+                           m.attempts > 1, m.attempts, \(owner)
+                    FROM u JOIN mine m ON m.lease = u.lease WHERE NOT u.release
+                    ON CONFLICT (id) DO NOTHING
+                    RETURNING possible_duplicate
+                ), back AS (
+                    INSERT INTO herald_leases (ids, owner, expires, attempts)
+                    SELECT array_agg(u.id ORDER BY u.id), '', '-infinity', max(m.attempts)
+                    FROM u JOIN mine m ON m.lease = u.lease WHERE u.release HAVING count(*) > 0
+                    RETURNING cardinality(ids) AS n
+                ), trimmed AS (
+                    UPDATE herald_leases l SET ids = ARRAY(SELECT x FROM unnest(l.ids) AS x WHERE NOT x = ANY(\(released)::bigint[]))
+                    WHERE l.lease IN (SELECT lease FROM mine) AND l.owner = \(owner) AND NOT l.lease = ANY(\(completing)::bigint[])
+                      AND l.ids && \(released)::bigint[]
+                    RETURNING 1
+                ), dropped AS (
+                    DELETE FROM herald_leases WHERE lease = ANY(\(completing)::bigint[]) AND owner = \(owner) AND lease IN (SELECT lease FROM mine)
+                    RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM w WHERE possible_duplicate),
+                       coalesce((SELECT sum(n) FROM back), 0)::bigint, (SELECT count(*) FROM trimmed) + (SELECT count(*) FROM dropped),
+                       (SELECT set_config FROM durability)
                 """
             var result = (written: 0, possibleDuplicates: 0, released: 0)
-            for try await (written, duplicates, released, _) in try await client.query(query, logger: logger).decode((Int, Int, Int, String).self) {
+            for try await (written, duplicates, released, _, _) in try await client.query(query, logger: logger).decode((Int, Int, Int, Int, String).self) {
                 result = (written, duplicates, released)
             }
             return result

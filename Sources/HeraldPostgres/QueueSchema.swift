@@ -90,6 +90,94 @@ public enum QueueSchema {
         Migration(
             version: 4, description: "notifications: the claim that leased a row, so a claim whose answer was lost is found again",
             statements: ["ALTER TABLE notifications ADD COLUMN claim_token bigint"]),
+        Migration(
+            version: 5,
+            description: "rows never updated: a cursor in (xid, id) order, one lease row per claim, outcomes appended to herald_outcomes",
+            statements: [
+                """
+                CREATE TABLE herald_outcomes (
+                    id bigint PRIMARY KEY,
+                    outcome text NOT NULL CHECK (outcome IN ('accepted', 'rejected', 'dropped', 'suppressed', 'failed')),
+                    status int,
+                    reason_code text,
+                    reason text,
+                    apns_id text,
+                    possible_duplicate bool NOT NULL DEFAULT false,
+                    attempts int NOT NULL,
+                    owner text NOT NULL,
+                    finished_at timestamptz NOT NULL DEFAULT now()
+                )
+                """,
+                "CREATE INDEX herald_outcomes_finished ON herald_outcomes (finished_at)",
+                """
+                CREATE TABLE herald_leases (
+                    lease bigserial PRIMARY KEY,
+                    ids bigint[] NOT NULL,
+                    owner text NOT NULL,
+                    expires timestamptz NOT NULL,
+                    attempts int NOT NULL DEFAULT 1,
+                    claim_token bigint,
+                    -- Makes the owner part of a key: taking a lease over (changing its owner) then waits for an
+                    -- outcome write under way (FOR KEY SHARE), while renewing it (changing only expires) does not.
+                    UNIQUE (lease, owner)
+                )
+                """,
+                "CREATE INDEX herald_leases_expires ON herald_leases (expires)",
+                "CREATE TABLE herald_cursor (xid xid8 NOT NULL, id bigint NOT NULL)",
+                // Finished rows keep their outcomes.
+                """
+                INSERT INTO herald_outcomes (id, outcome, status, reason_code, reason, apns_id, possible_duplicate, attempts, owner, finished_at)
+                SELECT id, outcome, status, reason_code, reason, apns_id, possible_duplicate, attempts, coalesce(lease_owner, ''),
+                       coalesce(finished_at, now())
+                FROM notifications WHERE state = 'done'
+                """,
+                // Leased rows (their workers stopped for the migration) are taken back at once, as after a
+                // crash: a second attempt, marked possible_duplicate.
+                """
+                INSERT INTO herald_leases (ids, owner, expires, attempts)
+                SELECT ARRAY[id], coalesce(lease_owner, ''), '-infinity', attempts FROM notifications WHERE state = 'leased'
+                """,
+                // Queued rows wait in leases no one holds, 500 to a lease: the first claims take them.
+                """
+                INSERT INTO herald_leases (ids, owner, expires, attempts)
+                SELECT array_agg(id ORDER BY id), '', '-infinity', 0
+                FROM (SELECT id, (row_number() OVER (ORDER BY id) - 1) / 500 AS chunk FROM notifications WHERE state = 'queued') q
+                GROUP BY chunk
+                """,
+                """
+                ALTER TABLE notifications
+                    DROP COLUMN state CASCADE, DROP COLUMN lease_owner, DROP COLUMN lease_expires, DROP COLUMN attempts,
+                    DROP COLUMN outcome CASCADE, DROP COLUMN status, DROP COLUMN reason_code, DROP COLUMN reason, DROP COLUMN apns_id,
+                    DROP COLUMN possible_duplicate, DROP COLUMN finished_at, DROP COLUMN claim_token
+                """,
+                // The inserting transaction's id: a claim takes only rows of transactions older than any
+                // still running, in (xid, id) order, so no row can appear behind the cursor later.
+                "ALTER TABLE notifications ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id()",
+                "CREATE INDEX notifications_order ON notifications (xid, id)",
+                // Every row there is now is in a lease or finished: the cursor starts after the last.
+                """
+                INSERT INTO herald_cursor (xid, id)
+                SELECT pg_current_xact_id(), coalesce(max(id), 0) FROM notifications
+                """,
+                // Each row as it stands, for people and tests: queued, leased (an unheld lease is queued) or done.
+                """
+                CREATE VIEW herald_rows AS
+                SELECT n.id, n.body, n.enqueued_at,
+                       CASE WHEN o.id IS NOT NULL THEN 'done' WHEN l.owner <> '' THEN 'leased' ELSE 'queued' END AS state,
+                       coalesce(o.owner, nullif(l.owner, '')) AS lease_owner,
+                       l.expires AS lease_expires,
+                       coalesce(o.attempts, l.attempts, 0) AS attempts,
+                       o.outcome, o.status, o.reason_code, o.reason, o.apns_id,
+                       coalesce(o.possible_duplicate, false) AS possible_duplicate, o.finished_at
+                FROM notifications n
+                LEFT JOIN herald_outcomes o ON o.id = n.id
+                LEFT JOIN (
+                    SELECT DISTINCT ON (u.id) u.id, l.owner, l.expires, l.attempts
+                    FROM herald_leases l CROSS JOIN unnest(l.ids) AS u(id)
+                    ORDER BY u.id, l.lease DESC
+                ) l ON l.id = n.id AND o.id IS NULL
+                """,
+            ]),
     ]
 
     /// The newest version this code knows.

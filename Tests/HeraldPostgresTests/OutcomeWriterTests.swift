@@ -15,14 +15,15 @@ struct OutcomeWriterTests {
         let queue = PostgresQueue(configuration: configuration, owner: "refused")
         try await queue.migrate()
         #expect(try await queue.enqueue(requestLines(6).lines) == 6)
-        let held = try await queue.claim(limit: 6)
+        let held = try await claimSoon(queue, limit: 6)
         #expect(held.count == 6)
         // From now on every outcome write fails (claims still work).
         _ = try await cluster.psql(db, """
             CREATE FUNCTION herald_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
-            CREATE TRIGGER herald_test_refuse BEFORE UPDATE ON notifications FOR EACH ROW WHEN (NEW.state = 'done') EXECUTE FUNCTION herald_test_refuse();
+            CREATE TRIGGER herald_test_refuse BEFORE INSERT ON herald_outcomes FOR EACH ROW EXECUTE FUNCTION herald_test_refuse();
             """)
         let book = LeaseBook()
+        book.claim(held)
         for (i, row) in held.enumerated() { book.hold(UInt64(i), row: row.id) }
         let problems = ProblemLog()
         let writer = QueueOutcomeWriter(queue: queue, book: book) { problems.add($0) }
@@ -57,9 +58,9 @@ struct OutcomeWriterTests {
         let running = Task { try await drainWorker(queue) }
         var most = 0
         while true {
-            let leased = Int(try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
+            let leased = Int(try await cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state = 'leased'")) ?? 0
             most = max(most, leased)
-            if leased == 0, try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'queued'") == "0" { break }
+            if leased == 0, try await cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state = 'queued'") == "0" { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         let run = try await running.value
@@ -97,23 +98,22 @@ struct OutcomeWriterTests {
         let runs = try await [first, second]
         #expect(runs.map(\.report.written).reduce(0, +) == 500, "\(runs.map(\.report))")
         #expect(runs.allSatisfy { $0.report.leaseLost == 0 && $0.report.possibleDuplicates == 0 }, "\(runs.map(\.report))")
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts > 1") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE attempts > 1") == "0")
         await #expect(try tally(cluster, db) == ["done|accepted": 500])
         await a.close()
         await b.close()
     }
 }
 
-/// From now on every statement that finishes rows (`state = 'done'`) takes `seconds` more, holding its rows locked; claims do not.
+/// From now on every statement that writes outcomes takes `seconds` more, holding its leases locked; claims do not.
 func slowOutcomeWrites(_ cluster: PostgresCluster, _ db: String, seconds: Double) async throws {
     _ = try await cluster.psql(db, """
         CREATE FUNCTION herald_test_slow() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            IF EXISTS (SELECT 1 FROM changed WHERE state = 'done') THEN PERFORM pg_sleep(\(seconds)); END IF;
+            PERFORM pg_sleep(\(seconds));
             RETURN NULL;
         END $$;
-        CREATE TRIGGER herald_test_slow AFTER UPDATE ON notifications REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
-            EXECUTE FUNCTION herald_test_slow();
+        CREATE TRIGGER herald_test_slow AFTER INSERT ON herald_outcomes FOR EACH STATEMENT EXECUTE FUNCTION herald_test_slow();
         """)
 }
 

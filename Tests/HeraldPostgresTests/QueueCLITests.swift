@@ -9,7 +9,7 @@ private func waitUntilDone(_ cluster: PostgresCluster, _ database: String, atLea
     var done = 0
     while done < count && worker.isRunning && clock.now < deadline {
         try await Task.sleep(for: .milliseconds(20))
-        done = Int(try await cluster.psql(database, "SELECT count(*) FROM notifications WHERE state = 'done'")) ?? 0
+        done = Int(try await cluster.psql(database, "SELECT count(*) FROM herald_outcomes")) ?? 0
     }
     return done
 }
@@ -61,9 +61,9 @@ struct QueueCLITests {
         #expect(work.stdout.isEmpty, "outcomes go to the table unless --outcomes is given")
 
         await #expect(try tally(cluster, db) == ["done|accepted": 20_000 - malformed, "done|dropped": malformed])
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate OR finished_at IS NULL") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE attempts <> 1 OR possible_duplicate OR finished_at IS NULL") == "0")
         // The three kinds of malformed line, each with its own reason.
-        let reasons = try await cluster.psql(db, "SELECT DISTINCT split_part(regexp_replace(reason, '^row [0-9]+: ', ''), ' at line', 1) FROM notifications WHERE outcome = 'dropped' ORDER BY 1")
+        let reasons = try await cluster.psql(db, "SELECT DISTINCT split_part(regexp_replace(reason, '^row [0-9]+: ', ''), ' at line', 1) FROM herald_rows WHERE outcome = 'dropped' ORDER BY 1")
         #expect(reasons.split(separator: "\n").count == 3, "\(reasons)")
         #expect(reasons.contains("unknown key \"colour\""), "\(reasons)")
 
@@ -146,7 +146,7 @@ struct QueueServiceTests {
         await queue.close()
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(30)
-        while try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done'") != "3000" && clock.now < deadline {
+        while try await cluster.psql(db, "SELECT count(*) FROM herald_outcomes") != "3000" && clock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(p.isRunning, "the worker keeps running once the queue is empty")
@@ -169,8 +169,8 @@ struct QueueServiceTests {
         #expect(try await runHerald(["enqueue", "--config", config, file]).status == 0)
         #expect(try await runHerald(["work", "--config", config, "--drain"]).status == 0)
         #expect(try await runHerald(["enqueue", "--config", config, file]).status == 0)  // 100 more, left queued
-        _ = try await cluster.psql(db, "UPDATE notifications SET finished_at = now() - interval '8 days' WHERE state = 'done' AND id <= 60")
-        _ = try await cluster.psql(db, "UPDATE notifications SET enqueued_at = now() - interval '30 days' WHERE state = 'queued'")
+        _ = try await cluster.psql(db, "UPDATE herald_outcomes SET finished_at = now() - interval '8 days' WHERE id <= 60")
+        _ = try await cluster.psql(db, "UPDATE notifications SET enqueued_at = now() - interval '30 days' WHERE id NOT IN (SELECT id FROM herald_outcomes)")
         let pruned = try await runHerald(["prune", "--config", config, "--older-than", "7d", "--chunk", "25"])
         #expect(pruned.status == 0, "\(pruned.stderr)")
         #expect(try lastObject(pruned.stdout)["deleted"] as? Int == 60)
@@ -203,14 +203,14 @@ struct QueueCrashTests {
         // Counted once the dead worker's last statements have ended: one CI run counted 2,000 rows
         // leased while an outcome write of 256 of them was still committing.
         try await waitForOtherSessionsToEnd(cluster, db)
-        let held = await Int(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'leased'")) ?? 0
+        let held = await Int(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state = 'leased'")) ?? 0
         #expect(done >= 3000 && done < 40_000 && held > 0, "killed with \(done) done, \(held) leased")
 
         let r = try await runHerald(["work", "--config", config, "--drain"])
         #expect(r.status == 0, "\(r.stderr)")
         await #expect(try tally(cluster, db) == ["done|accepted": 40_000])
         // The rows the dead worker held, and only those, were claimed twice and are marked.
-        let marked = try await cluster.psql(db, "SELECT count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE attempts = 2), max(attempts) FROM notifications")
+        let marked = try await cluster.psql(db, "SELECT count(*) FILTER (WHERE possible_duplicate), count(*) FILTER (WHERE attempts = 2), max(attempts) FROM herald_rows")
         #expect(marked == "\(held)|\(held)|2", "\(held) held at the kill")
         let queueSummary = (try lastObject(r.stderr)["summary"] as? [String: Any])?["queue"] as? [String: Any]
         #expect(queueSummary?["possible_duplicates"] as? Int == held, "\(r.stderr)")
@@ -247,7 +247,7 @@ struct QueueCrashTests {
         // worker's own claims must not take them back.
         try await cluster.restart(downFor: .seconds(8))
         // The outage fell in the middle of the run: work was left when the database came back.
-        let left = Int(try await cluster.psql(db, "SELECT count(*) FROM notifications WHERE state <> 'done'")) ?? 0
+        let left = Int(try await cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state <> 'done'")) ?? 0
         #expect(p.isRunning && left > 0, "\(left) rows left after the outage")
         let clock = ContinuousClock(), deadline = clock.now + .seconds(180)
         while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
@@ -262,7 +262,7 @@ struct QueueCrashTests {
         // for a connection while the server was down simply waited: either way nothing is lost.
 
         await #expect(try tally(cluster, db) == ["done|accepted": 40_000])
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE attempts <> 1 OR possible_duplicate") == "0")
         let summary = (try? JSONSerialization.jsonObject(with: Data((stderr.split(separator: "\n").last.map(String.init) ?? "").utf8))) as? [String: Any]
         let queueSummary = (summary?["summary"] as? [String: Any])?["queue"] as? [String: Any]
         #expect(queueSummary?["not_written"] as? Int == 0 && queueSummary?["rows_written"] as? Int == 40_000 && queueSummary?["lease_lost"] as? Int == 0,

@@ -96,7 +96,7 @@ final class ProblemLog: Sendable {
 /// Rows by state and outcome: `"done|accepted" → n`.
 func tally(_ cluster: PostgresCluster, _ database: String) async throws -> [String: Int] {
     var out: [String: Int] = [:]
-    for line in try await cluster.psql(database, "SELECT state || '|' || coalesce(outcome, '-'), count(*) FROM notifications GROUP BY 1").split(separator: "\n") {
+    for line in try await cluster.psql(database, "SELECT state || '|' || coalesce(outcome, '-'), count(*) FROM herald_rows GROUP BY 1").split(separator: "\n") {
         let parts = line.split(separator: "|")
         out[parts[0 ..< parts.count - 1].joined(separator: "|")] = Int(parts.last!)
     }
@@ -108,4 +108,17 @@ func temporaryFile(_ text: String, suffix: String = ".jsonl") throws -> String {
     let path = temporaryDirectory() + "/file" + suffix
     try text.write(toFile: path, atomically: true, encoding: .utf8)
     return path
+}
+
+/// A claim of rows just enqueued, tried again until it returns some: a claim takes only rows of
+/// transactions older than every write transaction still running in the cluster, and the tests
+/// share one cluster, so rows can wait a moment behind another test's transaction.
+func claimSoon(_ queue: PostgresQueue, limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws -> [PostgresQueue.Claimed] {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .seconds(30)
+    while true {
+        let rows = try await queue.claim(limit: limit, inFlight: inFlight, token: token).rows
+        if !rows.isEmpty || clock.now > deadline { return rows }
+        try await Task.sleep(for: .milliseconds(20))
+    }
 }

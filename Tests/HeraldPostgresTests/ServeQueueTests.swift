@@ -38,7 +38,7 @@ struct ServeQueueTests {
         #expect(summary["entered"] as? Int == 5000 && summary["balanced"] as? Bool == true && summary["token_changes_not_written"] as? Int == 0, "\(summary)")
         await #expect(try tally(cluster, db) == ["done|accepted": 5000])
         await #expect(try cluster.psql(db, "SELECT min(id) || '-' || max(id) FROM notifications") == "\(ids.first!)-\(ids.last!)")
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE attempts <> 1") == "0")
         await receiver.stop(interrupt: true)
         var named: [Int] = []
         for line in try String(contentsOfFile: dir + "/received.jsonl", encoding: .utf8).split(separator: "\n") {

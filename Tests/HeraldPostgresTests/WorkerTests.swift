@@ -27,19 +27,19 @@ struct WorkerTests {
         #expect(ra.report.possibleDuplicates + rb.report.possibleDuplicates == 0 && ra.report.unmapped + rb.report.unmapped == 0)
         await #expect(try tally(cluster, db) == ["done|accepted": 6000 - malformed, "done|dropped": malformed])
         // Claimed once each (attempts is counted by the claim itself), by one of the two, and that worker wrote the outcome.
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate") == "0")
-        let owners = try await cluster.psql(db, "SELECT lease_owner || '=' || count(*) FROM notifications GROUP BY lease_owner ORDER BY lease_owner").split(separator: "\n")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE attempts <> 1 OR possible_duplicate") == "0")
+        let owners = try await cluster.psql(db, "SELECT lease_owner || '=' || count(*) FROM herald_rows GROUP BY lease_owner ORDER BY lease_owner").split(separator: "\n")
         #expect(owners.allSatisfy { $0.hasPrefix("worker-a=") || $0.hasPrefix("worker-b=") }, "\(owners)")
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE lease_owner = 'worker-a'") == "\(ra.snapshot.entered)")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE lease_owner = 'worker-a'") == "\(ra.snapshot.entered)")
         // Each malformed row names itself and what is wrong; the rows behind it were sent.
-        let reasons = try await cluster.psql(db, "SELECT id || ':' || reason_code || ':' || reason FROM notifications WHERE outcome = 'dropped' ORDER BY id LIMIT 3")
+        let reasons = try await cluster.psql(db, "SELECT id || ':' || reason_code || ':' || reason FROM herald_outcomes WHERE outcome = 'dropped' ORDER BY id LIMIT 3")
             .split(separator: "\n")
         #expect(reasons.count == 3)
         for r in reasons {
             let parts = r.split(separator: ":", maxSplits: 2)
             #expect(parts.count == 3 && parts[1] == "invalid-request" && parts[2].hasPrefix("row \(parts[0]): "), "\(r)")
         }
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE outcome = 'dropped' AND reason IS NULL") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_outcomes WHERE outcome = 'dropped' AND reason IS NULL") == "0")
     }
 
     @Test("a claim whose answer is lost after it committed: its rows are found again by its token and sent once, not claimed twice")
@@ -50,13 +50,14 @@ struct WorkerTests {
 
         // The statement: a claim's rows are found by its token, by the worker that claimed them only.
         let token = queue.nextClaimToken()
-        let claimed = try await queue.claim(limit: 20, token: token)
+        let claimed = try await claimSoon(queue, limit: 20, token: token)
         let other = try await openQueue(cluster, db, owner: "other", batch: 50)
-        #expect(try await other.recoverClaims([token]).isEmpty)
+        #expect(try await other.recoverClaims([token]).rows.isEmpty)
         await other.close()
-        let found = try await queue.recoverClaims([token, queue.nextClaimToken()])
+        let found = try await queue.recoverClaims([token, queue.nextClaimToken()]).rows
         #expect(found == claimed && found.map(\.id) == Array(1...20) && found.allSatisfy { $0.attempts == 1 })
-        try await cluster.psql(db, "UPDATE notifications SET state = 'queued', lease_owner = NULL, lease_expires = NULL, attempts = 0")
+        // Back to the start: no lease, the cursor before the first row.
+        try await cluster.psql(db, "DELETE FROM herald_leases; UPDATE herald_cursor SET xid = '0', id = 0")
 
         // The worker: three claims commit and lose their answer (the lease is 30 s: waiting it out would take that long).
         queue.loseClaimAnswers.store(3, ordering: .relaxed)
@@ -69,7 +70,7 @@ struct WorkerTests {
         #expect(run.snapshot.isBalanced && run.snapshot.entered == 500)
         #expect(run.report.written == 500 && run.report.leaseLost == 0 && run.report.possibleDuplicates == 0)
         await #expect(try tally(cluster, db) == ["done|accepted": 500])
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE attempts <> 1 OR possible_duplicate") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE attempts <> 1 OR possible_duplicate") == "0")
     }
 
     @Test("a dead worker's expired lease is reclaimed by another, marked possible_duplicate; the dead worker's late write changes nothing")
@@ -77,28 +78,31 @@ struct WorkerTests {
         let (cluster, db) = try await freshDatabase()
         let dead = try await openQueue(cluster, db, owner: "dead-worker", batch: 30)
         #expect(try await dead.enqueue(requestLines(100).lines) == 100)
-        let held = try await dead.claim(limit: 30)
+        let held = try await claimSoon(dead, limit: 30)
         #expect(held.map(\.id) == Array(1...30) && held.allSatisfy { $0.attempts == 1 })
         // A live lease is left alone: a second worker takes only the queued rows.
         let live = try await openQueue(cluster, db, owner: "live-worker", batch: 500)
-        let first = try await live.claim(limit: 500)
+        let first = try await claimSoon(live, limit: 500)
         #expect(first.map(\.id) == Array(31...100))
-        try await cluster.psql(db, "UPDATE notifications SET state = 'queued', lease_owner = NULL, lease_expires = NULL, attempts = 0 WHERE id > 30")
+        // Rows 31… queued again: their lease gone, the cursor back after row 30 (one INSERT: one xid).
+        try await cluster.psql(db, "DELETE FROM herald_leases WHERE owner = 'live-worker'; UPDATE herald_cursor SET id = 30")
         // The dead worker's lease runs out.
-        try await cluster.psql(db, "UPDATE notifications SET lease_expires = now() - interval '1 second' WHERE lease_owner = 'dead-worker'")
+        try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second' WHERE owner = 'dead-worker'")
 
         let run = try await drainWorker(live)
         #expect(run.snapshot.entered == 100 && run.snapshot.isBalanced)
         #expect(run.report.written == 100 && run.report.possibleDuplicates == 30 && run.report.leaseLost == 0)
-        await #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM notifications WHERE id <= 30") == "2:true")
-        await #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM notifications WHERE id > 30") == "1:false")
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'done' AND lease_owner = 'live-worker'") == "100")
+        await #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM herald_rows WHERE id <= 30") == "2:true")
+        await #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT attempts || ':' || possible_duplicate, ',') FROM herald_rows WHERE id > 30") == "1:false")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state = 'done' AND lease_owner = 'live-worker'") == "100")
 
         // The dead worker comes back and writes what it had: nothing changes, and it is told so.
-        let late = held.map { PostgresQueue.Finished(id: $0.id, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: .failed("late"))) }
+        let late = held.map {
+            PostgresQueue.Finished(id: $0.id, lease: $0.lease, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: .failed("late")))
+        }
         let result = try await dead.finish(late)
         #expect(result.written == 0)
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE outcome = 'failed'") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_outcomes WHERE outcome = 'failed'") == "0")
         await dead.close()
         await live.close()
     }
@@ -118,12 +122,13 @@ struct WorkerTests {
         while queue.notificationCount == seen && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(queue.notificationCount > seen, "no NOTIFY seen after the INSERT")
 
-        let held = try await queue.claim(limit: 10)
+        let held = try await claimSoon(queue, limit: 10)
         #expect(held.count == 5)
-        let before = try await cluster.psql(db, "SELECT max(lease_expires) FROM notifications")
+        let before = try await cluster.psql(db, "SELECT max(expires) FROM herald_leases")
         try await Task.sleep(for: .milliseconds(1100))
-        #expect(try await queue.renewLeases(held.map(\.id) + [999_999]) == 5)
-        let after = try await cluster.psql(db, "SELECT max(lease_expires) FROM notifications")
+        // One claim, one lease; a lease that is not there is not counted.
+        #expect(try await queue.renewLeases(Array(Set(held.map(\.lease))) + [999_999]) == 1)
+        let after = try await cluster.psql(db, "SELECT max(expires) FROM herald_leases")
         #expect(after > before, "\(before) → \(after)")
         await queue.close()
     }
@@ -133,11 +138,11 @@ struct WorkerTests {
         let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db, owner: "solo")
         #expect(try await queue.enqueue(requestLines(10).lines) == 10)
-        let held = try await queue.claim(limit: 10)
+        let held = try await claimSoon(queue, limit: 10)
         #expect(held.count == 10)
         // The lease ran out (say its outcome write was lost with the database's last transactions).
-        _ = try await cluster.psql(db, "UPDATE notifications SET lease_expires = now() - interval '1 second'")
-        #expect(try await queue.claim(limit: 10, inFlight: held.map(\.id)).isEmpty, "still in flight here: not claimed twice")
+        _ = try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second'")
+        #expect(try await queue.claim(limit: 10, inFlight: Array(Set(held.map(\.lease)))).rows.isEmpty, "still in flight here: not claimed twice")
         let run = try await drainWorker(queue)
         #expect(run.snapshot.entered == 10 && run.report.written == 10 && run.report.possibleDuplicates == 10, "\(run.report)")
         await #expect(try tally(cluster, db) == ["done|accepted": 10])
@@ -149,19 +154,19 @@ struct WorkerTests {
         let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db, owner: "stopping")
         #expect(try await queue.enqueue(requestLines(3).lines) == 3)
-        let held = try await queue.claim(limit: 3)
+        let held = try await claimSoon(queue, limit: 3)
         #expect(held.count == 3)
         let outcomes: [Outcome] = [
             .failed(OutcomeReason(.abandoned, "a second signal")), .failed(OutcomeReason(.shutdownDeadline, "the drain deadline")),
             .failed(OutcomeReason(.gatewayUnreachable, "the gateway is down")),
         ]
         let finished = zip(held, outcomes).map { row, outcome in
-            PostgresQueue.Finished(id: row.id, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: outcome))
+            PostgresQueue.Finished(id: row.id, lease: row.lease, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: outcome))
         }
         let result = try await queue.finish(finished)
         #expect(result.written == 1 && result.released == 2 && result.possibleDuplicates == 0)
         await #expect(try tally(cluster, db) == ["done|failed": 1, "queued|-": 2])
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications WHERE state = 'queued' AND lease_owner IS NULL AND finished_at IS NULL") == "2")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state = 'queued' AND lease_owner IS NULL AND finished_at IS NULL") == "2")
         await queue.close()
     }
 }
