@@ -14,9 +14,12 @@ extension PostgresQueue {
                     """
                     WITH o AS (
                         DELETE FROM herald_outcomes WHERE id IN (
+                            -- In id order: rows finish roughly in the order they were queued, so the
+                            -- oldest outcomes come first without an index on finished_at (one less
+                            -- index to update per outcome written).
                             SELECT id FROM herald_outcomes
                             WHERE finished_at < now() - make_interval(secs => \(seconds))
-                            ORDER BY finished_at LIMIT \(chunk))
+                            ORDER BY id LIMIT \(chunk))
                         RETURNING id
                     ), d AS (
                         DELETE FROM notifications WHERE id IN (SELECT id FROM o) RETURNING 1

@@ -108,7 +108,6 @@ public enum QueueSchema {
                     finished_at timestamptz NOT NULL DEFAULT now()
                 )
                 """,
-                "CREATE INDEX herald_outcomes_finished ON herald_outcomes (finished_at)",
                 """
                 CREATE TABLE herald_leases (
                     lease bigserial PRIMARY KEY,

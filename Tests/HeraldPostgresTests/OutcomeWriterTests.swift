@@ -33,11 +33,12 @@ struct OutcomeWriterTests {
         #expect(report.notWritten == 6 && report.written == 0, "\(report)")
         // One outage, one lease of retries: once the database has failed for a lease, the batches behind
         // give up at their first refusal instead of each retrying for a lease of its own (counted, not
-        // timed, so a loaded machine does not change the answer).
+        // timed, so a loaded machine does not change the answer). Two writes run at once, so two
+        // batches retry through that lease: about 5 retries each, where a lease per batch would be 30.
         let retries = problems.all.filter { $0.contains("retrying in") }.count
         let givenUp = problems.all.filter { $0.contains("refused by the test") && $0.contains("giving up") }.count
         #expect(givenUp == 6, "\(problems.all.suffix(8))")
-        #expect(retries <= 8, "\(retries) retries for six refused batches: the outage's lease was counted per batch")
+        #expect(retries <= 16, "\(retries) retries for six refused batches: the outage's lease was counted per batch")
         await #expect(try tally(cluster, db) == ["leased|-": 6])
         await queue.close()
     }
