@@ -150,14 +150,14 @@ public enum QueueSchema {
                     DROP COLUMN possible_duplicate, DROP COLUMN finished_at, DROP COLUMN claim_token
                 """,
                 // The inserting transaction's id: a claim takes only rows of transactions older than any
-                // still running, in (xid, id) order, so no row can appear behind the cursor later.
-                "ALTER TABLE notifications ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id()",
+                // still running, in (xid, id) order, so no row can appear behind the cursor later. Rows
+                // there now get 1, below every real transaction's, so that a transaction that took its
+                // id before this one and inserts once it commits still lands after the cursor.
+                "ALTER TABLE notifications ADD COLUMN xid xid8 NOT NULL DEFAULT '1'",
+                "ALTER TABLE notifications ALTER COLUMN xid SET DEFAULT pg_current_xact_id()",
                 "CREATE INDEX notifications_order ON notifications (xid, id)",
                 // Every row there is now is in a lease or finished: the cursor starts after the last.
-                """
-                INSERT INTO herald_cursor (xid, id)
-                SELECT pg_current_xact_id(), coalesce(max(id), 0) FROM notifications
-                """,
+                "INSERT INTO herald_cursor (xid, id) SELECT '1', coalesce(max(id), 0) FROM notifications",
                 // Each row as it stands, for people and tests: queued, leased (an unheld lease is queued) or done.
                 """
                 CREATE VIEW herald_rows AS

@@ -38,7 +38,7 @@ struct SchemaTests {
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_schema") == "\(QueueSchema.migrations.count)")
     }
 
-    @Test("a queue at version 4 moves to version 5 with every row where it was: finished rows keep their outcomes, leased ones are taken back as a second attempt (marked), queued ones are sent once")
+    @Test("a queue at version 4 moves to version 5 with every row where it was: finished rows keep their outcomes, leased ones are taken back as a second attempt (marked), queued ones are sent once, and so is a row a transaction older than the migration inserts after it")
     func fromVersion4() async throws {
         let (cluster, db) = try await freshDatabase()
         // Version 4 as an older herald left it: three rows done, two leased (their worker stopped for
@@ -57,17 +57,25 @@ struct SchemaTests {
             """
         try await cluster.psql(db, setup)
 
+        // A transaction that took its id before the migration and inserts a row after it: its row must
+        // not fall behind the cursor the migration sets.
+        let line = requestLines(11).lines[10]
+        async let straggler = cluster.psql(
+            db, "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(1.5); INSERT INTO notifications (body) VALUES ($b$\(line)$b$); COMMIT;")
+        try await Task.sleep(for: .milliseconds(500))
+
         let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new")
         #expect(try await queue.migrate() == QueueSchema.Result(from: 4, to: QueueSchema.latestVersion))
-        await #expect(try tally(cluster, db) == ["done|rejected": 3, "leased|-": 2, "queued|-": 5])
+        _ = try await straggler
+        await #expect(try tally(cluster, db) == ["done|rejected": 3, "leased|-": 2, "queued|-": 6])
         await #expect(try cluster.psql(db, "SELECT string_agg(DISTINCT status || ':' || reason || ':' || lease_owner, ',') FROM herald_rows WHERE id <= 3")
             == "8:invalid token:old")
         let run = try await drainWorker(queue)
         await queue.close()
-        #expect(run.report.written == 7 && run.report.possibleDuplicates == 2 && run.snapshot.isBalanced, "\(run.report)")
-        await #expect(try tally(cluster, db) == ["done|rejected": 3, "done|accepted": 7])
+        #expect(run.report.written == 8 && run.report.possibleDuplicates == 2 && run.snapshot.isBalanced, "\(run.report)")
+        await #expect(try tally(cluster, db) == ["done|rejected": 3, "done|accepted": 8])
         await #expect(try cluster.psql(db, "SELECT string_agg(id || ':' || attempts || ':' || possible_duplicate, ',' ORDER BY id) FROM herald_rows")
-            == "1:1:false,2:1:false,3:1:false,4:2:true,5:2:true,6:1:false,7:1:false,8:1:false,9:1:false,10:1:false")
+            == "1:1:false,2:1:false,3:1:false,4:2:true,5:2:true,6:1:false,7:1:false,8:1:false,9:1:false,10:1:false,11:1:false")
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
     }
 
