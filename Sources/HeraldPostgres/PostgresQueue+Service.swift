@@ -32,8 +32,7 @@ extension PostgresQueue {
             // Rows after the cursor, and rows in leases no one holds (given back, or from before version 5).
             try await count(
                 """
-                SELECT (SELECT count(*) FROM notifications n
-                        WHERE (n.xid, n.id) > ((SELECT xid FROM herald_cursor), (SELECT id FROM herald_cursor)))
+                SELECT (SELECT count(*) FROM notifications n WHERE \(unescaped: Self.afterCursor("herald_cursor")))
                      + (SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_leases WHERE owner = '')
                 """)
         }
@@ -84,7 +83,7 @@ extension PostgresQueue {
 
     /// Empties the table, for benchmarks: every row, whatever its state.
     package func removeEveryRow() async throws(QueueError) {
-        try await named("emptying the queue") { [self] in 
+        try await named("emptying the queue") { [self] in
             _ = try await client.query("TRUNCATE notifications, herald_outcomes, herald_leases", logger: logger).collect()
             _ = try await client.query("UPDATE herald_cursor SET xid = '0', id = 0", logger: logger).collect()
         }

@@ -156,7 +156,7 @@ public final class PostgresQueue: Sendable {
                     SELECT xid, id FROM herald_cursor FOR UPDATE
                 ), picked AS (
                     SELECT n.xid, n.id, n.body FROM notifications n
-                    WHERE (n.xid, n.id) > ((SELECT xid FROM c), (SELECT id FROM c)) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
+                    WHERE \(unescaped: Self.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
                     ORDER BY n.xid, n.id LIMIT \(limit)
                 ), moved AS (
                     UPDATE herald_cursor SET xid = p.xid, id = p.id
@@ -170,14 +170,7 @@ public final class PostgresQueue: Sendable {
                 SELECT f.lease, f.attempts, (SELECT array_agg(id ORDER BY xid, id) FROM picked), (SELECT array_agg(body ORDER BY xid, id) FROM picked)
                 FROM fresh f
                 UNION ALL
-                SELECT t.lease, t.attempts, array_agg(n.id ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL),
-                       array_agg(n.body ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL)
-                FROM taken t
-                LEFT JOIN LATERAL (
-                    SELECT u.id FROM unnest(t.ids) AS u(id) WHERE NOT EXISTS (SELECT 1 FROM herald_outcomes o WHERE o.id = u.id)
-                ) r ON true
-                LEFT JOIN notifications n ON n.id = r.id
-                GROUP BY t.lease, t.attempts
+                \(unescaped: Self.unfinishedRows(of: "taken"))
                 """, logger: logger)
             return try await Self.claimed(result, capacity: limit)
         }
@@ -207,17 +200,33 @@ public final class PostgresQueue: Sendable {
                     WHERE owner = \(owner) AND claim_token = ANY(\(tokens)::bigint[])
                     RETURNING lease, ids, attempts
                 )
-                SELECT g.lease, g.attempts, array_agg(n.id ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL),
-                       array_agg(n.body ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL)
-                FROM got g
-                LEFT JOIN LATERAL (
-                    SELECT u.id FROM unnest(g.ids) AS u(id) WHERE NOT EXISTS (SELECT 1 FROM herald_outcomes o WHERE o.id = u.id)
-                ) r ON true
-                LEFT JOIN notifications n ON n.id = r.id
-                GROUP BY g.lease, g.attempts
+                \(unescaped: Self.unfinishedRows(of: "got"))
                 """, logger: logger)
             return try await Self.claimed(result, capacity: 0)
         }
+    }
+
+    /// A `SELECT` answering, for each lease of the CTE `leases` (`lease, ids, attempts`), one row as
+    /// ``claimed(_:capacity:)`` reads it: its rows with no outcome yet, ids and bodies as arrays
+    /// (null when none is left). For leases taken over or found again: some of their rows may be done.
+    static func unfinishedRows(of leases: String) -> String {
+        """
+        SELECT l.lease, l.attempts, array_agg(n.id ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL),
+               array_agg(n.body ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL)
+        FROM \(leases) l
+        LEFT JOIN LATERAL (
+            SELECT u.id FROM unnest(l.ids) AS u(id) WHERE NOT EXISTS (SELECT 1 FROM herald_outcomes o WHERE o.id = u.id)
+        ) r ON true
+        LEFT JOIN notifications n ON n.id = r.id
+        GROUP BY l.lease, l.attempts
+        """
+    }
+
+    /// The rows after the cursor whose values come from `cursor` (a table or CTE with `xid, id`).
+    /// As sub-selects the values reach the `(xid, id)` index scan as parameters; as a join,
+    /// PostgreSQL would scan the index from its start and filter.
+    static func afterCursor(_ cursor: String) -> String {
+        "(n.xid, n.id) > ((SELECT xid FROM \(cursor)), (SELECT id FROM \(cursor)))"
     }
 
     /// Claimed rows from a statement's answer: a row per lease (`lease, attempts, ids, bodies`; a
@@ -280,8 +289,7 @@ public final class PostgresQueue: Sendable {
         try await named("looking for work left") { [self] in
             try await count(
                 """
-                SELECT (EXISTS (SELECT 1 FROM notifications n
-                                WHERE (n.xid, n.id) > ((SELECT xid FROM herald_cursor), (SELECT id FROM herald_cursor)))
+                SELECT (EXISTS (SELECT 1 FROM notifications n WHERE \(unescaped: Self.afterCursor("herald_cursor")))
                      OR EXISTS (SELECT 1 FROM herald_leases WHERE owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[])))::int
                 """) > 0
         }
