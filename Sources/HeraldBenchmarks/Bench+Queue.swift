@@ -112,7 +112,7 @@ struct BenchQueue: AsyncParsableCommand {
             WITH c AS (SELECT xid, id FROM herald_cursor FOR UPDATE),
             picked AS (
                 SELECT n.xid, n.id FROM notifications n
-                WHERE (n.xid, n.id) > ((SELECT xid FROM c), (SELECT id FROM c)) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
+                WHERE \(PostgresQueue.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
                 ORDER BY n.xid, n.id LIMIT 500),
             moved AS (
                 UPDATE herald_cursor SET xid = p.xid, id = p.id

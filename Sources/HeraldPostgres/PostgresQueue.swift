@@ -225,7 +225,7 @@ public final class PostgresQueue: Sendable {
     /// The rows after the cursor whose values come from `cursor` (a table or CTE with `xid, id`).
     /// As sub-selects the values reach the `(xid, id)` index scan as parameters; as a join,
     /// PostgreSQL would scan the index from its start and filter.
-    static func afterCursor(_ cursor: String) -> String {
+    package static func afterCursor(_ cursor: String) -> String {
         "(n.xid, n.id) > ((SELECT xid FROM \(cursor)), (SELECT id FROM \(cursor)))"
     }
 
