@@ -124,8 +124,9 @@ struct BenchQueue: AsyncParsableCommand {
             SELECT coalesce((SELECT lease FROM fresh), 0) AS lease, quote_literal(coalesce((SELECT ids FROM fresh), '{}')::text) AS ids,
                    (SELECT sum(length(n.body)) FROM notifications n JOIN picked p ON n.id = p.id) AS bytes \\gset
             WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
-            w AS (INSERT INTO herald_outcomes (id, outcome, attempts, owner)
-                  SELECT unnest(:ids::bigint[]), 'accepted', 1, 'pgbench' ON CONFLICT DO NOTHING RETURNING 1),
+            w AS (INSERT INTO herald_outcomes (lease, first_id, ids, outcome, attempts, owner)
+                  SELECT :lease, (:ids::bigint[])[1], :ids::bigint[], 'accepted', 1, 'pgbench' WHERE :lease <> 0
+                  ON CONFLICT DO NOTHING RETURNING 1),
             d AS (DELETE FROM herald_leases WHERE lease = :lease RETURNING 1)
             SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM d), (SELECT set_config FROM durability);
 

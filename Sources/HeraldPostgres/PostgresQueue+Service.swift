@@ -57,8 +57,18 @@ extension PostgresQueue {
             var found: Row?
             let rows = try await client.query(
                 """
-                SELECT state, outcome, status, reason_code, reason, apns_id, possible_duplicate, attempts
-                FROM herald_rows WHERE id = \(id)
+                SELECT CASE WHEN o.outcome IS NOT NULL THEN 'done' WHEN l.owner <> '' THEN 'leased' ELSE 'queued' END,
+                       o.outcome, o.status, o.reason_code, o.reason, nullif(o.apns_ids[array_position(o.ids, n.id)], ''),
+                       coalesce(o.possible_duplicate, false), coalesce(o.attempts, l.attempts, 0)
+                FROM notifications n
+                LEFT JOIN LATERAL (
+                    -- Through the span index: the groups whose ids run across this one.
+                    SELECT * FROM herald_outcomes WHERE \(unescaped: QueueSchema.outcomeSpan) @> n.id AND n.id = ANY(ids) LIMIT 1
+                ) o ON true
+                LEFT JOIN LATERAL (
+                    SELECT owner, attempts FROM herald_leases WHERE n.id = ANY(ids) ORDER BY lease DESC LIMIT 1
+                ) l ON o.outcome IS NULL
+                WHERE n.id = \(id)
                 """, logger: logger)
             for try await (state, outcome, status, code, reason, apnsID, duplicate, attempts)
                 in rows.decode((String, String?, Int?, String?, String?, String?, Bool, Int).self)
@@ -77,7 +87,9 @@ extension PostgresQueue {
     public func rowCount(state: String) async throws(QueueError) -> Int {
         try await named("counting \(state) rows") { [self] in
             // Finished rows are counted in their own table: cheap enough to poll.
-            try await count(state == "done" ? "SELECT count(*) FROM herald_outcomes" : "SELECT count(*) FROM herald_rows WHERE state = \(state)")
+            try await count(
+                state == "done"
+                    ? "SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_outcomes" : "SELECT count(*) FROM herald_rows WHERE state = \(state)")
         }
     }
 

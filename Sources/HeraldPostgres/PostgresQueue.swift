@@ -215,7 +215,9 @@ public final class PostgresQueue: Sendable {
                array_agg(n.body ORDER BY n.id) FILTER (WHERE n.id IS NOT NULL)
         FROM \(leases) l
         LEFT JOIN LATERAL (
-            SELECT u.id FROM unnest(l.ids) AS u(id) WHERE NOT EXISTS (SELECT 1 FROM herald_outcomes o WHERE o.id = u.id)
+            -- Outcomes of a lease's rows are written under that lease.
+            SELECT u.id FROM unnest(l.ids) AS u(id)
+            EXCEPT SELECT unnest(o.ids) FROM herald_outcomes o WHERE o.lease = l.lease
         ) r ON true
         LEFT JOIN notifications n ON n.id = r.id
         GROUP BY l.lease, l.attempts

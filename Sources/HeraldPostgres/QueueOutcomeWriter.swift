@@ -99,7 +99,7 @@ public final class LeaseBook: Sendable {
     var leases: [Int64] { rows.withLock { Array($0.leases.keys) } }
 }
 
-/// Writes each outcome back to its row, in batches of one `UPDATE` each, and
+/// Writes each outcome back to its row, in batches of one statement each, and
 /// keeps this worker's leases alive while rows are in flight.
 ///
 /// ``observe(_:)`` only queues the records; a task of the writer's own writes
@@ -305,38 +305,82 @@ extension PostgresQueue {
         return false
     }
 
-    /// Writes outcomes, appending them to `herald_outcomes`, in one statement, only for rows whose
-    /// lease this worker still holds, and drops the leases in `completing` (every row of theirs is
-    /// finished with this write). Rows of a lease claimed more than once are marked
-    /// `possible_duplicate`. Rows that failed only because this process stopped (``releases(_:)``)
-    /// go back to the queue instead, in a lease no one holds, counted in `released`.
-    public func finish(_ rows: [Finished], completing: [Int64] = []) async throws(QueueError) -> (written: Int, possibleDuplicates: Int, released: Int) {
-        var ids: [Int64] = [], leases: [Int64] = [], outcomes: [String] = [], statuses: [Int32] = [], codes: [String] = [], reasons: [String] = []
-        var apnsIDs: [String] = [], release: [Bool] = []
+    /// A write's rows with the same lease and the same outcome: one row of `herald_outcomes`.
+    struct OutcomeGroup: Hashable {
+        var lease: Int64
+        var outcome: String
+        /// -1: none.
+        var status: Int32 = -1
+        var code = ""
+        var reason = ""
+        var release = false
+    }
+
+    /// The groups of `rows`, in order of first appearance, each with its rows' positions in the
+    /// flat arrays (ids ascending within a group, with their APNs ids, "" where none), as
+    /// 1-based inclusive bounds `lo...hi`.
+    static func grouped(_ rows: [Finished]) -> (groups: [OutcomeGroup], bounds: [(lo: Int32, hi: Int32)], ids: [Int64], apnsIDs: [String]) {
+        var index: [OutcomeGroup: Int] = [:]
+        var groups: [OutcomeGroup] = []
+        var members: [[(id: Int64, apnsID: String)]] = []
+        var last: (OutcomeGroup, Int)?
         for f in rows {
             let r = f.record
-            ids.append(f.id)
-            leases.append(f.lease)
-            release.append(Self.releases(r.outcome))
-            outcomes.append(r.outcome.kind.rawValue)
-            apnsIDs.append(r.apnsID ?? "")
+            var g = OutcomeGroup(lease: f.lease, outcome: r.outcome.kind.rawValue, release: Self.releases(r.outcome))
             switch r.outcome {
             case .rejected(let status):
-                statuses.append(Int32(clamping: status.rawValue))
-                codes.append("")
-                reasons.append(status.description)
+                g.status = Int32(clamping: status.rawValue)
+                g.reason = status.description
             case .dropped(let why), .failed(let why):
-                statuses.append(-1)
-                codes.append(why.code.name)
-                reasons.append(why.message)
+                g.code = why.code.name
+                g.reason = why.message
             case .accepted, .suppressed:
-                statuses.append(-1)
-                codes.append("")
-                reasons.append("")
+                break
+            }
+            let k: Int
+            // Nearly every row is in the group of the row before it: no hashing for those.
+            if let (previous, at) = last, previous == g {
+                k = at
+            } else if let at = index[g] {
+                k = at
+            } else {
+                k = groups.count
+                index[g] = k
+                groups.append(g)
+                members.append([])
+            }
+            last = (g, k)
+            members[k].append((f.id, r.apnsID ?? ""))
+        }
+        var ids: [Int64] = [], apnsIDs: [String] = [], bounds: [(lo: Int32, hi: Int32)] = []
+        ids.reserveCapacity(rows.count)
+        apnsIDs.reserveCapacity(rows.count)
+        for var m in members {
+            m.sort { $0.id < $1.id }
+            bounds.append((Int32(ids.count + 1), Int32(ids.count + m.count)))
+            for (id, apnsID) in m {
+                ids.append(id)
+                apnsIDs.append(apnsID)
             }
         }
-        let released = zip(ids, release).filter(\.1).map(\.0)
-        return try await named("writing \(rows.count) outcomes") { [self, ids, leases, outcomes, statuses, codes, reasons, apnsIDs, release, released] in
+        return (groups, bounds, ids, apnsIDs)
+    }
+
+    /// Writes outcomes, appending them to `herald_outcomes` (a row per lease and outcome among
+    /// them), in one statement, only for rows whose lease this worker still holds, and drops the
+    /// leases in `completing` (every row of theirs is finished with this write). Rows of a lease
+    /// claimed more than once are marked `possible_duplicate`. Rows that failed only because this
+    /// process stopped (``releases(_:)``) go back to the queue instead, in a lease no one holds,
+    /// counted in `released`.
+    public func finish(_ rows: [Finished], completing: [Int64] = []) async throws(QueueError) -> (written: Int, possibleDuplicates: Int, released: Int) {
+        let (groups, bounds, ids, apns) = Self.grouped(rows)
+        let leases = groups.map(\.lease), outcomes = groups.map(\.outcome), statuses = groups.map(\.status)
+        let codes = groups.map(\.code), reasons = groups.map(\.reason), release = groups.map(\.release)
+        let los = bounds.map(\.lo), his = bounds.map(\.hi)
+        // No APNs ids at all (the binary interface has none): none sent.
+        let apnsIDs = apns.contains { !$0.isEmpty } ? apns : []
+        let released = zip(groups, bounds).filter(\.0.release).flatMap { ids[Int($1.lo - 1)..<Int($1.hi)] }
+        return try await named("writing \(rows.count) outcomes") { [self] in
             // One statement, its own transaction: no BEGIN and COMMIT round trips. The write does not wait for
             // the WAL to reach the disk (`synchronous_commit` off for this transaction only): an outcome
             // a database crash loses leaves its lease in place; once it runs out its rows are taken over
@@ -348,21 +392,26 @@ extension PostgresQueue {
                     -- KEY SHARE: no one takes these leases over (or drops them) until this write commits,
                     -- but renewing them goes on, however long the write takes.
                     SELECT lease, attempts FROM herald_leases WHERE lease = ANY(\(leases)::bigint[]) AND owner = \(owner) FOR KEY SHARE
-                ), u AS (
-                    SELECT * FROM unnest(\(ids)::bigint[], \(leases)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[],
-                                         \(reasons)::text[], \(apnsIDs)::text[], \(release)::bool[])
-                        AS u(id, lease, outcome, status, code, reason, apns_id, release)
+                ), a AS (
+                    SELECT \(ids)::bigint[] AS ids, \(apnsIDs)::text[] AS apns
+                ), g AS (
+                    SELECT g.*, m.attempts, a.ids[g.lo:g.hi] AS ids, CASE WHEN cardinality(a.apns) > 0 THEN a.apns[g.lo:g.hi] END AS apns
+                    FROM unnest(\(leases)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[], \(reasons)::text[],
+                                \(release)::bool[], \(los)::int[], \(his)::int[])
+                        AS g(lease, outcome, status, code, reason, release, lo, hi)
+                    JOIN mine m ON m.lease = g.lease CROSS JOIN a
                 ), w AS (
-                    INSERT INTO herald_outcomes (id, outcome, status, reason_code, reason, apns_id, possible_duplicate, attempts, owner)
-                    SELECT u.id, u.outcome, NULLIF(u.status, -1), NULLIF(u.code, ''), NULLIF(u.reason, ''), NULLIF(u.apns_id, ''),
-                           m.attempts > 1, m.attempts, \(owner)
-                    FROM u JOIN mine m ON m.lease = u.lease WHERE NOT u.release
-                    ON CONFLICT (id) DO NOTHING
-                    RETURNING possible_duplicate
+                    INSERT INTO herald_outcomes (lease, first_id, ids, outcome, status, reason_code, reason, apns_ids, possible_duplicate, attempts, owner)
+                    SELECT g.lease, g.ids[1], g.ids, g.outcome, NULLIF(g.status, -1), NULLIF(g.code, ''), NULLIF(g.reason, ''), g.apns,
+                           g.attempts > 1, g.attempts, \(owner)
+                    FROM g WHERE NOT g.release
+                    -- Already there: this write was sent before and committed, its answer lost.
+                    ON CONFLICT (lease, first_id) DO NOTHING
+                    RETURNING cardinality(ids) AS n, possible_duplicate
                 ), back AS (
                     INSERT INTO herald_leases (ids, owner, expires, attempts)
-                    SELECT array_agg(u.id ORDER BY u.id), '', '-infinity', max(m.attempts)
-                    FROM u JOIN mine m ON m.lease = u.lease WHERE u.release HAVING count(*) > 0
+                    SELECT array_agg(x ORDER BY x), '', '-infinity', max(g.attempts)
+                    FROM g CROSS JOIN unnest(g.ids) AS x WHERE g.release HAVING count(*) > 0
                     RETURNING cardinality(ids) AS n
                 ), trimmed AS (
                     -- Read by nothing: a data-modifying CTE runs to completion all the same.
@@ -372,7 +421,7 @@ extension PostgresQueue {
                 ), dropped AS (
                     DELETE FROM herald_leases WHERE lease = ANY(\(completing)::bigint[]) AND owner = \(owner) AND lease IN (SELECT lease FROM mine)
                 )
-                SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM w WHERE possible_duplicate),
+                SELECT coalesce((SELECT sum(n) FROM w), 0)::bigint, coalesce((SELECT sum(n) FROM w WHERE possible_duplicate), 0)::bigint,
                        coalesce((SELECT sum(n) FROM back), 0)::bigint, (SELECT set_config FROM durability)
                 """
             var result = (written: 0, possibleDuplicates: 0, released: 0)

@@ -177,7 +177,74 @@ public enum QueueSchema {
                 ) l ON l.id = n.id AND o.id IS NULL
                 """,
             ]),
+        Migration(
+            version: 6,
+            description: "herald_outcomes: one row per group of a write's rows with the same outcome under one lease",
+            statements: [
+                // The view reads the old table: rebuilt below on the new one.
+                "DROP VIEW herald_rows",
+                "ALTER TABLE herald_outcomes RENAME TO herald_outcomes_v5",
+                "ALTER INDEX herald_outcomes_pkey RENAME TO herald_outcomes_v5_pkey",
+                // A write appends one row per lease and outcome among its rows (nearly always one: a
+                // thousand rows accepted under one lease), not one per notification. The key makes a
+                // write whose answer was lost, sent again, change nothing (its groups are there already).
+                """
+                CREATE TABLE herald_outcomes (
+                    lease bigint NOT NULL,
+                    first_id bigint NOT NULL,
+                    ids bigint[] NOT NULL,
+                    outcome text NOT NULL CHECK (outcome IN ('accepted', 'rejected', 'dropped', 'suppressed', 'failed')),
+                    status int,
+                    reason_code text,
+                    reason text,
+                    apns_ids text[],
+                    possible_duplicate bool NOT NULL DEFAULT false,
+                    attempts int NOT NULL,
+                    owner text NOT NULL,
+                    finished_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (lease, first_id),
+                    CHECK (cardinality(ids) > 0 AND first_id = ids[1]),
+                    CHECK (apns_ids IS NULL OR cardinality(apns_ids) = cardinality(ids))
+                )
+                """,
+                // One row's outcome, found from its id (herald serve's GET): the group whose span holds it.
+                "CREATE INDEX herald_outcomes_span ON herald_outcomes USING gist (\(outcomeSpan))",
+                // Each outcome becomes a group of one, under the lease that holds its row if one does
+                // (so a claim taking that lease over skips it), else under 0 (no lease has that number).
+                """
+                INSERT INTO herald_outcomes (lease, first_id, ids, outcome, status, reason_code, reason, apns_ids, possible_duplicate, attempts, owner, finished_at)
+                SELECT DISTINCT ON (o.id) coalesce(l.lease, 0), o.id, ARRAY[o.id], o.outcome, o.status, o.reason_code, o.reason,
+                       CASE WHEN o.apns_id IS NOT NULL THEN ARRAY[o.apns_id] END, o.possible_duplicate, o.attempts, o.owner, o.finished_at
+                FROM herald_outcomes_v5 o
+                LEFT JOIN (SELECT l.lease, u.id FROM herald_leases l CROSS JOIN unnest(l.ids) AS u(id)) l ON l.id = o.id
+                ORDER BY o.id, l.lease DESC
+                """,
+                "DROP TABLE herald_outcomes_v5",
+                """
+                CREATE VIEW herald_rows AS
+                SELECT n.id, n.body, n.enqueued_at,
+                       CASE WHEN o.id IS NOT NULL THEN 'done' WHEN l.owner <> '' THEN 'leased' ELSE 'queued' END AS state,
+                       coalesce(o.owner, nullif(l.owner, '')) AS lease_owner,
+                       l.expires AS lease_expires,
+                       coalesce(o.attempts, l.attempts, 0) AS attempts,
+                       o.outcome, o.status, o.reason_code, o.reason, nullif(o.apns_id, '') AS apns_id,
+                       coalesce(o.possible_duplicate, false) AS possible_duplicate, o.finished_at
+                FROM notifications n
+                LEFT JOIN (
+                    SELECT u.id, u.apns_id, o.owner, o.attempts, o.outcome, o.status, o.reason_code, o.reason, o.possible_duplicate, o.finished_at
+                    FROM herald_outcomes o CROSS JOIN LATERAL unnest(o.ids, o.apns_ids) AS u(id, apns_id)
+                ) o ON o.id = n.id
+                LEFT JOIN (
+                    SELECT DISTINCT ON (u.id) u.id, l.owner, l.expires, l.attempts
+                    FROM herald_leases l CROSS JOIN unnest(l.ids) AS u(id)
+                    ORDER BY u.id, l.lease DESC
+                ) l ON l.id = n.id AND o.id IS NULL
+                """,
+            ]),
     ]
+
+    /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.
+    package static let outcomeSpan = "int8range(first_id, ids[cardinality(ids)], '[]')"
 
     /// The newest version this code knows.
     public static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -43,11 +43,7 @@ struct SchemaTests {
         let (cluster, db) = try await freshDatabase()
         // Version 4 as an older herald left it: three rows done, two leased (their worker stopped for
         // the upgrade), five queued.
-        var setup = "CREATE TABLE herald_schema (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now(), description text NOT NULL);\n"
-        for m in QueueSchema.migrations where m.version <= 4 {
-            setup += m.statements.joined(separator: ";\n") + ";\n"
-            setup += "INSERT INTO herald_schema (version, description) VALUES (\(m.version), 'v\(m.version)');\n"
-        }
+        var setup = schema(at: 4)
         setup += requestLines(10).lines.map { "INSERT INTO notifications (body) VALUES ($b$\($0)$b$);\n" }.joined()
         setup += """
             UPDATE notifications SET state = 'done', outcome = 'rejected', status = 8, reason = 'invalid token', attempts = 1,
@@ -76,6 +72,40 @@ struct SchemaTests {
         await #expect(try tally(cluster, db) == ["done|rejected": 3, "done|accepted": 8])
         await #expect(try cluster.psql(db, "SELECT string_agg(id || ':' || attempts || ':' || possible_duplicate, ',' ORDER BY id) FROM herald_rows")
             == "1:1:false,2:1:false,3:1:false,4:2:true,5:2:true,6:1:false,7:1:false,8:1:false,9:1:false,10:1:false,11:1:false")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
+    }
+
+    @Test("a queue at version 5 moves to version 6: each outcome becomes a group of one under the lease holding its row, so a claim taking that lease over sends only the rows without one")
+    func fromVersion5() async throws {
+        let (cluster, db) = try await freshDatabase()
+        // Version 5 as an older herald left it: lease 1 (rows 1–4) expired, its worker gone after
+        // writing the outcomes of rows 1 and 2; rows 5–8 in a lease no one holds; rows 9 and 10 after the cursor.
+        var setup = schema(at: 5)
+        setup += requestLines(10).lines.map { "INSERT INTO notifications (body) VALUES ($b$\($0)$b$);\n" }.joined()
+        setup += """
+            INSERT INTO herald_leases (ids, owner, expires, attempts) VALUES ('{1,2,3,4}', 'old', '-infinity', 1), ('{5,6,7,8}', '', '-infinity', 0);
+            INSERT INTO herald_outcomes (id, outcome, apns_id, attempts, owner) VALUES (1, 'accepted', 'apns-1', 1, 'old'), (2, 'accepted', NULL, 1, 'old');
+            UPDATE herald_cursor SET xid = (SELECT xid FROM notifications WHERE id = 8), id = 8;
+            """
+        try await cluster.psql(db, setup)
+
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new")
+        #expect(try await queue.migrate() == QueueSchema.Result(from: 5, to: QueueSchema.latestVersion))
+        await #expect(try tally(cluster, db) == ["done|accepted": 2, "leased|-": 2, "queued|-": 6])
+        await #expect(try cluster.psql(db, "SELECT string_agg(lease || ':' || first_id || ':' || coalesce(array_to_string(apns_ids, ','), '-'), ',' ORDER BY first_id) FROM herald_outcomes")
+            == "1:1:apns-1,1:2:-")
+        let first = try await queue.row(1)
+        #expect(first?.state == "done" && first?.apnsID == "apns-1" && first?.attempts == 1, "\(String(describing: first))")
+        #expect(try await queue.row(3)?.state == "leased")
+        let run = try await drainWorker(queue)
+        #expect(run.report.written == 8 && run.report.possibleDuplicates == 2 && run.snapshot.isBalanced, "\(run.report)")
+        let after = try await queue.row(7)
+        #expect(after?.state == "done" && after?.outcome == "accepted" && after?.attempts == 1, "\(String(describing: after))")
+        #expect(try await queue.row(11) == nil)
+        await queue.close()
+        await #expect(try tally(cluster, db) == ["done|accepted": 10])
+        await #expect(try cluster.psql(db, "SELECT string_agg(id || ':' || attempts || ':' || possible_duplicate, ',' ORDER BY id) FROM herald_rows")
+            == "1:1:false,2:1:false,3:2:true,4:2:true,5:1:false,6:1:false,7:1:false,8:1:false,9:1:false,10:1:false")
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
     }
 
@@ -160,4 +190,14 @@ struct QueueConfigurationTests {
         #expect(throws: ConfigError.self) { try load(json) }
         do { _ = try load(json) } catch { #expect("\(error)".contains(message), "\(error)") }
     }
+}
+
+/// SQL that brings an empty database to schema `version`, as the herald of that version left it.
+private func schema(at version: Int) -> String {
+    var setup = "CREATE TABLE herald_schema (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now(), description text NOT NULL);\n"
+    for m in QueueSchema.migrations where m.version <= version {
+        setup += m.statements.joined(separator: ";\n") + ";\n"
+        setup += "INSERT INTO herald_schema (version, description) VALUES (\(m.version), 'v\(m.version)');\n"
+    }
+    return setup
 }

@@ -32,14 +32,14 @@ struct WorkerTests {
         #expect(owners.allSatisfy { $0.hasPrefix("worker-a=") || $0.hasPrefix("worker-b=") }, "\(owners)")
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE lease_owner = 'worker-a'") == "\(ra.snapshot.entered)")
         // Each malformed row names itself and what is wrong; the rows behind it were sent.
-        let reasons = try await cluster.psql(db, "SELECT id || ':' || reason_code || ':' || reason FROM herald_outcomes WHERE outcome = 'dropped' ORDER BY id LIMIT 3")
+        let reasons = try await cluster.psql(db, "SELECT id || ':' || reason_code || ':' || reason FROM herald_rows WHERE outcome = 'dropped' ORDER BY id LIMIT 3")
             .split(separator: "\n")
         #expect(reasons.count == 3)
         for r in reasons {
             let parts = r.split(separator: ":", maxSplits: 2)
             #expect(parts.count == 3 && parts[1] == "invalid-request" && parts[2].hasPrefix("row \(parts[0]): "), "\(r)")
         }
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_outcomes WHERE outcome = 'dropped' AND reason IS NULL") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE outcome = 'dropped' AND reason IS NULL") == "0")
     }
 
     @Test("a claim whose answer is lost after it committed: its rows are found again by its token and sent once, not claimed twice")
@@ -102,7 +102,7 @@ struct WorkerTests {
         }
         let result = try await dead.finish(late)
         #expect(result.written == 0)
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_outcomes WHERE outcome = 'failed'") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE outcome = 'failed'") == "0")
         await dead.close()
         await live.close()
     }
