@@ -40,7 +40,12 @@ public final class PostgresQueue: Sendable {
         self.configuration = configuration
         self.owner = owner ?? Self.defaultOwner()
         self.logger = logger ?? Logger(label: "herald.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
-        let client = PostgresClient(configuration: configuration.client, backgroundLogger: self.logger)
+        // The pool's own messages at warning and above: at info it reports each connection it fails to
+        // make, including those cut short by close(), after a command's summary was printed; an
+        // outage is reported by the worker itself ("…; retrying in …").
+        var background = self.logger
+        background.logLevel = max(background.logLevel, .warning)
+        let client = PostgresClient(configuration: configuration.client, backgroundLogger: background)
         self.client = client
         runner = Task { await client.run() }
     }
@@ -98,16 +103,47 @@ public final class PostgresQueue: Sendable {
         }
     }
 
-    /// Inserts request lines as queued rows, in one statement; returns how many were inserted.
+    /// Inserts request lines as queued rows, in one `COPY` (a third cheaper for the database than an
+    /// `INSERT` of the same rows: the queue's end-to-end rate is bounded by the database's CPU); returns
+    /// how many were inserted: all of them, or an error (the `COPY` is one statement).
     public func enqueue(_ bodies: [String]) async throws(QueueError) -> Int {
-        let inserted = try await named("enqueueing \(bodies.count) rows") { [self] in
-            try await count(
-                "WITH i AS (INSERT INTO notifications (body) SELECT unnest(\(bodies)::text[]) RETURNING 1) SELECT count(*) FROM i")
+        guard !bodies.isEmpty else { return 0 }
+        try await named("enqueueing \(bodies.count) rows") { [self] in
+            try await client.withConnection { connection in
+                try await connection.copyFrom(table: "notifications", columns: ["body"], logger: logger) { writer in
+                    var buffer = ByteBufferAllocator().buffer(capacity: 64 * 1024)
+                    for body in bodies {
+                        Self.appendCopyText(body, to: &buffer)
+                        if buffer.readableBytes >= 60 * 1024 {
+                            try await writer.write(buffer)
+                            buffer.clear()
+                        }
+                    }
+                    if buffer.readableBytes > 0 { try await writer.write(buffer) }
+                }
+            }
         }
-        guard inserted == bodies.count else {
-            throw QueueError("PostgreSQL \(configuration): enqueueing: \(inserted) of \(bodies.count) rows were inserted")
+        return bodies.count
+    }
+
+    /// `text` as one line of `COPY`'s text format: backslash, tab, newline and carriage return escaped.
+    package static func appendCopyText(_ text: String, to buffer: inout ByteBuffer) {
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            for (i, b) in bytes.enumerated() where b == UInt8(ascii: "\\") || b == UInt8(ascii: "\t") || b == UInt8(ascii: "\n") || b == UInt8(ascii: "\r") {
+                buffer.writeBytes(UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                switch b {
+                case UInt8(ascii: "\t"): buffer.writeStaticString("\\t")
+                case UInt8(ascii: "\n"): buffer.writeStaticString("\\n")
+                case UInt8(ascii: "\r"): buffer.writeStaticString("\\r")
+                default: buffer.writeStaticString("\\\\")
+                }
+                start = i + 1
+            }
+            buffer.writeBytes(UnsafeBufferPointer(rebasing: bytes[start...]))
         }
-        return inserted
+        buffer.writeInteger(UInt8(ascii: "\n"))
     }
 
     /// A claimed row: its id, its request line, its lease (the claim that holds it) and how many

@@ -35,20 +35,25 @@ public struct PostgresQueueSource: NotificationSource {
     /// Rows a worker may hold (in the pipeline, or their outcomes not yet written) before it claims more.
     var heldLimit: Int { 4 * queue.configuration.batch + queue.configuration.writeBatch }
 
+    /// Claims in flight ahead of the batch being emitted: their round trips overlap the pipeline's
+    /// work and each other's (a claim's time is mostly waiting: for the database, for the answer's
+    /// decoding), so one worker is not held to one claim per claim's latency.
+    static let claimsAhead = 2
+
     public func produce(into sink: SourceSink) async throws {
         var delay = Duration.milliseconds(50)
-        // The next batch, claimed while this one is emitted: the claim's round trip overlaps the pipeline's work.
-        var prefetched: Task<[PostgresQueue.Claimed], any Error>?
+        // Claims in flight, oldest first; emitted in that order.
+        var ahead: [Task<[PostgresQueue.Claimed], any Error>] = []
         while true {
             if sink.isStopping {
-                // Claimed rows are this worker's to finish: what was prefetched goes through too.
-                if let rows = try? await prefetched?.value { await emit(rows, into: sink) }
+                // Claimed rows are this worker's to finish: what was claimed ahead goes through too.
+                for claim in ahead { if let rows = try? await claim.value { await emit(rows, into: sink) } }
                 if let rows = try? await recoverUnansweredClaims(), !rows.isEmpty { await emit(rows, into: sink) }
                 return
             }
             // Memory stays bounded when outcomes are written more slowly than rows are claimed:
             // no new claim while the worker holds more than a few batches.
-            if book.held >= heldLimit {
+            if book.held >= heldLimit && ahead.isEmpty {
                 try? await Task.sleep(for: .milliseconds(5))
                 continue
             }
@@ -61,13 +66,12 @@ public struct PostgresQueueSource: NotificationSource {
                 let recovered = try await recoverUnansweredClaims()
                 if !recovered.isEmpty {
                     rows = recovered
-                } else if let next = prefetched {
-                    prefetched = nil
-                    rows = try await next.value
+                } else if !ahead.isEmpty {
+                    rows = try await ahead.removeFirst().value
                 } else {
                     rows = try await claimBatch()
                 }
-                if rows.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.leases)) { return }
+                if rows.isEmpty, ahead.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.leases)) { return }
                 delay = .milliseconds(50)
             } catch {
                 onProblem("\(error); retrying in \(delay)")
@@ -76,14 +80,20 @@ public struct PostgresQueueSource: NotificationSource {
                 continue
             }
             if rows.isEmpty {
-                await queue.waitForNotification(timeout: queue.configuration.poll, since: notified) { sink.isStopping }
+                if ahead.isEmpty {
+                    await queue.waitForNotification(timeout: queue.configuration.poll, since: notified) { sink.isStopping }
+                }
                 continue
             }
+            // A full batch: more are likely waiting. Claimed rows are in the book as soon as claimed:
+            // a batch waiting here (the worker at its limit, the pipeline full) has its leases renewed
+            // like the rows in flight, or another worker would take it over once the lease ran out,
+            // and both would send it.
             if rows.count >= queue.configuration.batch {
-                // In the book as soon as claimed: a batch waiting here (the worker at its limit, the
-                // pipeline full) has its leases renewed like the rows in flight, or another worker
-                // would take it over once the lease ran out, and both would send it.
-                prefetched = Task { try await claimBatch() }
+                // (Claims in flight count as full batches: what the worker holds stays under heldLimit plus one batch.)
+                while ahead.count < Self.claimsAhead && book.held + ahead.count * queue.configuration.batch < heldLimit {
+                    ahead.append(Task { try await claimBatch() })
+                }
             }
             await emit(rows, into: sink)
         }

@@ -380,55 +380,101 @@ extension PostgresQueue {
         // No APNs ids at all (the binary interface has none): none sent.
         let apnsIDs = apns.contains { !$0.isEmpty } ? apns : []
         let released = zip(groups, bounds).filter(\.0.release).flatMap { ids[Int($1.lo - 1)..<Int($1.hi)] }
+        let statement = FinishStatement(
+            owner: owner, leases: leases, ids: ids, apnsIDs: apnsIDs, outcomes: outcomes, statuses: statuses, codes: codes, reasons: reasons,
+            release: release, los: los, his: his, released: released, completing: completing)
         return try await named("writing \(rows.count) outcomes") { [self] in
-            // One statement, its own transaction: no BEGIN and COMMIT round trips. The write does not wait for
-            // the WAL to reach the disk (`synchronous_commit` off for this transaction only): an outcome
-            // a database crash loses leaves its lease in place; once it runs out its rows are taken over
-            // and marked possible_duplicate, as after a worker's crash. The claim, whose loss would not
-            // be marked, keeps the default.
-            let query: PostgresQuery = """
-                WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
-                mine AS (
-                    -- KEY SHARE: no one takes these leases over (or drops them) until this write commits,
-                    -- but renewing them goes on, however long the write takes.
-                    SELECT lease, attempts FROM herald_leases WHERE lease = ANY(\(leases)::bigint[]) AND owner = \(owner) FOR KEY SHARE
-                ), a AS (
-                    SELECT \(ids)::bigint[] AS ids, \(apnsIDs)::text[] AS apns
-                ), g AS (
-                    SELECT g.*, m.attempts, a.ids[g.lo:g.hi] AS ids, CASE WHEN cardinality(a.apns) > 0 THEN a.apns[g.lo:g.hi] END AS apns
-                    FROM unnest(\(leases)::bigint[], \(outcomes)::text[], \(statuses)::int[], \(codes)::text[], \(reasons)::text[],
-                                \(release)::bool[], \(los)::int[], \(his)::int[])
-                        AS g(lease, outcome, status, code, reason, release, lo, hi)
-                    JOIN mine m ON m.lease = g.lease CROSS JOIN a
-                ), w AS (
-                    INSERT INTO herald_outcomes (lease, first_id, ids, outcome, status, reason_code, reason, apns_ids, possible_duplicate, attempts, owner)
-                    SELECT g.lease, g.ids[1], g.ids, g.outcome, NULLIF(g.status, -1), NULLIF(g.code, ''), NULLIF(g.reason, ''), g.apns,
-                           g.attempts > 1, g.attempts, \(owner)
-                    FROM g WHERE NOT g.release
-                    -- Already there: this write was sent before and committed, its answer lost.
-                    ON CONFLICT (lease, first_id) DO NOTHING
-                    RETURNING cardinality(ids) AS n, possible_duplicate
-                ), back AS (
-                    INSERT INTO herald_leases (ids, owner, expires, attempts)
-                    SELECT array_agg(x ORDER BY x), '', '-infinity', max(g.attempts)
-                    FROM g CROSS JOIN unnest(g.ids) AS x WHERE g.release HAVING count(*) > 0
-                    RETURNING cardinality(ids) AS n
-                ), trimmed AS (
-                    -- Read by nothing: a data-modifying CTE runs to completion all the same.
-                    UPDATE herald_leases l SET ids = ARRAY(SELECT x FROM unnest(l.ids) AS x WHERE NOT x = ANY(\(released)::bigint[]))
-                    WHERE l.lease IN (SELECT lease FROM mine) AND l.owner = \(owner) AND NOT l.lease = ANY(\(completing)::bigint[])
-                      AND l.ids && \(released)::bigint[]
-                ), dropped AS (
-                    DELETE FROM herald_leases WHERE lease = ANY(\(completing)::bigint[]) AND owner = \(owner) AND lease IN (SELECT lease FROM mine)
-                )
-                SELECT coalesce((SELECT sum(n) FROM w), 0)::bigint, coalesce((SELECT sum(n) FROM w WHERE possible_duplicate), 0)::bigint,
-                       coalesce((SELECT sum(n) FROM back), 0)::bigint, (SELECT set_config FROM durability)
-                """
             var result = (written: 0, possibleDuplicates: 0, released: 0)
-            for try await (written, duplicates, released, _) in try await client.query(query, logger: logger).decode((Int, Int, Int, String).self) {
+            for try await (written, duplicates, released, _) in try await client.execute(statement, logger: logger) {
                 result = (written, duplicates, released)
             }
             return result
         }
+    }
+
+    /// The outcome write (``PostgresQueue/finish(_:completing:)``) as a prepared statement: parsed
+    /// once per connection and planned once, not on every write (planning took as long as running it).
+    ///
+    /// One statement, its own transaction: no BEGIN and COMMIT round trips. The write does not wait for
+    /// the WAL to reach the disk (`synchronous_commit` off for this transaction only): an outcome
+    /// a database crash loses leaves its lease in place; once it runs out its rows are taken over
+    /// and marked possible_duplicate, as after a worker's crash. The claim, whose loss would not
+    /// be marked, keeps the default.
+    struct FinishStatement: PostgresPreparedStatement {
+        static let sql = """
+            WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
+            mine AS (
+                -- KEY SHARE: no one takes these leases over (or drops them) until this write commits,
+                -- but renewing them goes on, however long the write takes.
+                SELECT lease, attempts FROM herald_leases WHERE lease = ANY($2::bigint[]) AND owner = $1 FOR KEY SHARE
+            ), g AS (
+                SELECT g.*, m.attempts, ($3::bigint[])[g.lo:g.hi] AS ids,
+                       CASE WHEN cardinality($4::text[]) > 0 THEN ($4::text[])[g.lo:g.hi] END AS apns
+                FROM unnest($2::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::bool[], $10::int[], $11::int[])
+                    AS g(lease, outcome, status, code, reason, release, lo, hi)
+                JOIN mine m ON m.lease = g.lease
+            ), w AS (
+                INSERT INTO herald_outcomes (lease, first_id, ids, outcome, status, reason_code, reason, apns_ids, possible_duplicate, attempts, owner)
+                SELECT g.lease, g.ids[1], g.ids, g.outcome, NULLIF(g.status, -1), NULLIF(g.code, ''), NULLIF(g.reason, ''), g.apns,
+                       g.attempts > 1, g.attempts, $1
+                FROM g WHERE NOT g.release
+                -- Already there: this write was sent before and committed, its answer lost.
+                ON CONFLICT (lease, first_id) DO NOTHING
+                RETURNING cardinality(ids) AS n, possible_duplicate
+            ), back AS (
+                INSERT INTO herald_leases (ids, owner, expires, attempts)
+                SELECT array_agg(x ORDER BY x), '', '-infinity', max(g.attempts)
+                FROM g CROSS JOIN unnest(g.ids) AS x WHERE g.release HAVING count(*) > 0
+                RETURNING cardinality(ids) AS n
+            ), trimmed AS (
+                -- Read by nothing: a data-modifying CTE runs to completion all the same.
+                UPDATE herald_leases l SET ids = ARRAY(SELECT x FROM unnest(l.ids) AS x WHERE NOT x = ANY($12::bigint[]))
+                WHERE l.lease IN (SELECT lease FROM mine) AND l.owner = $1 AND NOT l.lease = ANY($13::bigint[])
+                  AND l.ids && $12::bigint[]
+            ), dropped AS (
+                DELETE FROM herald_leases WHERE lease = ANY($13::bigint[]) AND owner = $1 AND lease IN (SELECT lease FROM mine)
+            )
+            SELECT coalesce((SELECT sum(n) FROM w), 0)::bigint, coalesce((SELECT sum(n) FROM w WHERE possible_duplicate), 0)::bigint,
+                   coalesce((SELECT sum(n) FROM back), 0)::bigint, (SELECT set_config FROM durability)
+            """
+        static let bindingDataTypes: [PostgresDataType] = [
+            .text, .int8Array, .int8Array, .textArray, .textArray, .int4Array, .textArray, .textArray, .boolArray, .int4Array, .int4Array,
+            .int8Array, .int8Array,
+        ]
+        typealias Row = (Int, Int, Int, String)
+
+        var owner: String
+        var leases: [Int64]
+        var ids: [Int64]
+        var apnsIDs: [String]
+        var outcomes: [String]
+        var statuses: [Int32]
+        var codes: [String]
+        var reasons: [String]
+        var release: [Bool]
+        var los: [Int32]
+        var his: [Int32]
+        var released: [Int64]
+        var completing: [Int64]
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings(capacity: 13)
+            b.append(owner)
+            b.append(leases)
+            b.append(ids)
+            b.append(apnsIDs)
+            b.append(outcomes)
+            b.append(statuses)
+            b.append(codes)
+            b.append(reasons)
+            b.append(release)
+            b.append(los)
+            b.append(his)
+            b.append(released)
+            b.append(completing)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 }

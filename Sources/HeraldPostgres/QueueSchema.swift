@@ -94,6 +94,13 @@ public enum QueueSchema {
             version: 5,
             description: "rows never updated: a cursor in (xid, id) order, one lease row per claim, outcomes appended to herald_outcomes",
             statements: [
+                // First, so that every row is seen: a transaction that inserted before the migration
+                // is waited for (its rows are then read below), and one that inserts during it waits
+                // until it commits (its rows then get its own xid, after the cursor set below). Added
+                // after release (a statement that changes no schema): without it, a row inserted by
+                // a transaction still open when this migration began, and committed before the
+                // ALTER below, fell behind the cursor unleased.
+                "LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE",
                 """
                 CREATE TABLE herald_outcomes (
                     id bigint PRIMARY KEY,

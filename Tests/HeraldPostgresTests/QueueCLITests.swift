@@ -1,4 +1,5 @@
 import Foundation
+import HeraldJSON
 import HeraldPostgres
 import HeraldTestSupport
 import Testing
@@ -71,6 +72,18 @@ struct QueueCLITests {
         let again = try await runHerald(["work", "--config", config, "--drain"])
         let againSummary = try lastObject(again.stderr)["summary"] as? [String: Any]
         #expect(again.status == 0 && againSummary?["entered"] as? Int == 0, "\(again.stderr)")
+    }
+
+    @Test("enqueued through COPY, every row holds its text exactly: backslashes, tabs, carriage returns, newlines, COPY's end marker, non-ASCII")
+    func copyKeepsText() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = try await openQueue(cluster, db)
+        let bodies = ["a\tb", #"{"alert":"back\\slash \n \\N"}"#, "cr\r", "two\nlines", #"\."#, "\\", "é ✓ 🚀", ""]
+        #expect(try await queue.enqueue(bodies) == bodies.count)
+        #expect(try await queue.enqueue([]) == 0)
+        await queue.close()
+        let stored = try await cluster.psql(db, "SELECT string_agg(encode(convert_to(body, 'UTF8'), 'hex'), ',' ORDER BY id) FROM notifications")
+        #expect(stored == bodies.map { Array($0.utf8).withUnsafeBytes { Hex.string($0) } }.joined(separator: ","))
     }
 
     @Test("a line PostgreSQL's text cannot hold is not enqueued: counted, named by line, exit 3; the others are")
@@ -199,10 +212,20 @@ struct QueueCrashTests {
         let p = Process()
         p.executableURL = try heraldExecutable()
         p.arguments = ["work", "--config", config]
-        p.standardError = FileHandle.nullDevice
+        let log = try temporaryFile("", suffix: ".log")
+        p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         p.standardOutput = FileHandle.nullDevice
         try p.run()
         let done = try await waitUntilDone(cluster, db, atLeast: 3000, while: p)
+        #expect(p.isRunning, "the worker ended before the kill: \((try? String(contentsOfFile: log, encoding: .utf8))?.suffix(600) ?? "")")
+        // Killed while it holds a lease. It may hold none for a moment: the other tests share this
+        // server, and a claim takes only rows older than every write transaction still running on it.
+        let clock = ContinuousClock(), by = clock.now + .seconds(30)
+        while p.isRunning && clock.now < by,
+            try await cluster.psql(db, "SELECT count(*) FROM herald_leases WHERE owner LIKE '%:\(p.processIdentifier):%'") == "0"
+        {
+            try await Task.sleep(for: .milliseconds(1))
+        }
         kill(p.processIdentifier, SIGKILL)
         p.waitUntilExit()
         // Counted once the dead worker's last statements have ended: one CI run counted 2,000 rows
