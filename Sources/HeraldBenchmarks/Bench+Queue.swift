@@ -111,18 +111,18 @@ struct BenchQueue: AsyncParsableCommand {
         try """
             WITH c AS (SELECT xid, id FROM herald_cursor FOR UPDATE),
             picked AS (
-                SELECT n.xid, n.id FROM notifications n
+                SELECT n.xid, n.id, n.body FROM notifications n
                 WHERE \(PostgresQueue.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
                 ORDER BY n.xid, n.id LIMIT 500),
-            moved AS (
-                UPDATE herald_cursor SET xid = p.xid, id = p.id
-                FROM (SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1) p RETURNING 1),
+            last AS (SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1),
+            moved AS (UPDATE herald_cursor SET xid = p.xid, id = p.id FROM last p RETURNING 1),
             fresh AS (
-                INSERT INTO herald_leases (ids, owner, expires, claim_token)
-                SELECT array_agg(id ORDER BY xid, id), 'pgbench', now() + interval '30 seconds', 1 FROM picked HAVING count(*) > 0
-                RETURNING lease, ids)
-            SELECT coalesce((SELECT lease FROM fresh), 0) AS lease, quote_literal(coalesce((SELECT ids FROM fresh), '{}')::text) AS ids,
-                   (SELECT sum(length(n.body)) FROM notifications n JOIN picked p ON n.id = p.id) AS bytes \\gset
+                INSERT INTO herald_leases (lo_xid, lo_id, hi_xid, hi_id, owner, expires, claim_token)
+                SELECT c.xid, c.id, p.xid, p.id, 'pgbench', now() + interval '30 seconds', 1 FROM c, last p
+                RETURNING lease)
+            SELECT coalesce((SELECT lease FROM fresh), 0) AS lease,
+                   quote_literal(coalesce((SELECT array_agg(id ORDER BY xid, id) FROM picked), '{}')::text) AS ids,
+                   (SELECT sum(length(body)) FROM picked) AS bytes \\gset
             WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
             w AS (INSERT INTO herald_outcomes (lease, first_id, ids, outcome, attempts, owner)
                   SELECT :lease, (:ids::bigint[])[1], :ids::bigint[], 'accepted', 1, 'pgbench' WHERE :lease <> 0

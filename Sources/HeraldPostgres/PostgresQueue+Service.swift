@@ -33,7 +33,7 @@ extension PostgresQueue {
             try await count(
                 """
                 SELECT (SELECT count(*) FROM notifications n WHERE \(unescaped: Self.afterCursor("herald_cursor")))
-                     + (SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_leases WHERE owner = '')
+                     + (SELECT count(*) FROM herald_leases l, herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) WHERE l.owner = '')
                 """)
         }
     }
@@ -66,7 +66,9 @@ extension PostgresQueue {
                     SELECT * FROM herald_outcomes WHERE \(unescaped: QueueSchema.outcomeSpan) @> n.id AND n.id = ANY(ids) LIMIT 1
                 ) o ON true
                 LEFT JOIN LATERAL (
-                    SELECT owner, attempts FROM herald_leases WHERE n.id = ANY(ids) ORDER BY lease DESC LIMIT 1
+                    SELECT owner, attempts FROM herald_leases
+                    WHERE n.id = ANY(ids) OR (hi_xid IS NOT NULL AND (n.xid, n.id) > (lo_xid, lo_id) AND (n.xid, n.id) <= (hi_xid, hi_id))
+                    ORDER BY lease DESC LIMIT 1
                 ) l ON o.outcome IS NULL
                 WHERE n.id = \(id)
                 """, logger: logger)

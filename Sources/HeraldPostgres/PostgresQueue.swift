@@ -187,20 +187,22 @@ public final class PostgresQueue: Sendable {
                     WHERE l.lease IN (SELECT lease FROM herald_leases
                                       WHERE expires < now() AND (owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[]))
                                       ORDER BY expires LIMIT 2 FOR UPDATE SKIP LOCKED)
-                    RETURNING l.lease, l.ids, l.attempts
+                    RETURNING l.*
                 ), c AS (
                     SELECT xid, id FROM herald_cursor FOR UPDATE
                 ), picked AS (
                     SELECT n.xid, n.id, n.body FROM notifications n
                     WHERE \(unescaped: Self.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
                     ORDER BY n.xid, n.id LIMIT \(limit)
+                ), last AS (
+                    SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1
                 ), moved AS (
-                    UPDATE herald_cursor SET xid = p.xid, id = p.id
-                    FROM (SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1) p RETURNING 1
+                    UPDATE herald_cursor SET xid = p.xid, id = p.id FROM last p RETURNING 1
                 ), fresh AS (
-                    INSERT INTO herald_leases (ids, owner, expires, claim_token)
-                    SELECT array_agg(id ORDER BY xid, id), \(owner), now() + make_interval(secs => \(lease)), \(token)
-                    FROM picked HAVING count(*) > 0
+                    -- The rows picked are exactly those after the cursor up to the last of them.
+                    INSERT INTO herald_leases (lo_xid, lo_id, hi_xid, hi_id, owner, expires, claim_token)
+                    SELECT c.xid, c.id, p.xid, p.id, \(owner), now() + make_interval(secs => \(lease)), \(token)
+                    FROM c, last p
                     RETURNING lease, attempts
                 )
                 SELECT f.lease, f.attempts, (SELECT array_agg(id ORDER BY xid, id) FROM picked), (SELECT array_agg(body ORDER BY xid, id) FROM picked)
@@ -234,7 +236,7 @@ public final class PostgresQueue: Sendable {
                 WITH got AS (
                     UPDATE herald_leases SET expires = now() + make_interval(secs => \(lease))
                     WHERE owner = \(owner) AND claim_token = ANY(\(tokens)::bigint[])
-                    RETURNING lease, ids, attempts
+                    RETURNING *
                 )
                 \(unescaped: Self.unfinishedRows(of: "got"))
                 """, logger: logger)
@@ -242,7 +244,7 @@ public final class PostgresQueue: Sendable {
         }
     }
 
-    /// A `SELECT` answering, for each lease of the CTE `leases` (`lease, ids, attempts`), one row as
+    /// A `SELECT` answering, for each lease of the CTE `leases` (rows of `herald_leases`), one row as
     /// ``claimed(_:capacity:)`` reads it: its rows with no outcome yet, ids and bodies as arrays
     /// (null when none is left). For leases taken over or found again: some of their rows may be done.
     static func unfinishedRows(of leases: String) -> String {
@@ -252,7 +254,7 @@ public final class PostgresQueue: Sendable {
         FROM \(leases) l
         LEFT JOIN LATERAL (
             -- Outcomes of a lease's rows are written under that lease.
-            SELECT u.id FROM unnest(l.ids) AS u(id)
+            SELECT u.id FROM herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) AS u(id)
             EXCEPT SELECT unnest(o.ids) FROM herald_outcomes o WHERE o.lease = l.lease
         ) r ON true
         LEFT JOIN notifications n ON n.id = r.id

@@ -428,9 +428,12 @@ extension PostgresQueue {
                 RETURNING cardinality(ids) AS n
             ), trimmed AS (
                 -- Read by nothing: a data-modifying CTE runs to completion all the same.
-                UPDATE herald_leases l SET ids = ARRAY(SELECT x FROM unnest(l.ids) AS x WHERE NOT x = ANY($12::bigint[]))
-                WHERE l.lease IN (SELECT lease FROM mine) AND l.owner = $1 AND NOT l.lease = ANY($13::bigint[])
-                  AND l.ids && $12::bigint[]
+                -- A range lease becomes a lease of the ids left.
+                UPDATE herald_leases l
+                SET ids = ARRAY(SELECT x FROM herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) AS x WHERE NOT x = ANY($12::bigint[])),
+                    lo_xid = NULL, lo_id = NULL, hi_xid = NULL, hi_id = NULL
+                WHERE cardinality($12::bigint[]) > 0 AND l.lease IN (SELECT lease FROM mine) AND l.owner = $1 AND NOT l.lease = ANY($13::bigint[])
+                  AND EXISTS (SELECT 1 FROM herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) AS x WHERE x = ANY($12::bigint[]))
             ), dropped AS (
                 DELETE FROM herald_leases WHERE lease = ANY($13::bigint[]) AND owner = $1 AND lease IN (SELECT lease FROM mine)
             )
