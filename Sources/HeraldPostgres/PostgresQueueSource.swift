@@ -132,10 +132,11 @@ public struct PostgresQueueSource: NotificationSource {
         }
     }
 
-    /// Emits claimed rows, each noted in the book first; a row that is not a valid request is emitted as invalid.
+    /// Emits claimed rows, noted in the book first (each is emitted once, in order, as the next
+    /// sequence number); a row that is not a valid request is emitted as invalid.
     func emit(_ rows: [PostgresQueue.Claimed], into sink: SourceSink) async {
+        book.hold(rows, from: sink.emitted)
         for row in rows {
-            book.hold(sink.emitted, row: row.id)
             var body = row.body
             switch body.withUTF8({ JSONLinesSource.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
             case .request(let request): await sink.emit(request)

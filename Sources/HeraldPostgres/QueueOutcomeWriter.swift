@@ -14,44 +14,77 @@ public final class LeaseBook: Sendable {
         /// that it runs out and those rows are taken over.
         var lost = false
     }
+    /// Rows emitted together (a claim's), numbered from `first` on: no per-row hashing, a claim's
+    /// rows are noted with one lock and found again by their place.
+    struct Span {
+        var first: UInt64
+        var rows: [Int64]
+        var leases: [Int64]
+        /// Whose outcome is decided.
+        var decided: [Bool]
+        var open: Int
+        func index(of sequence: UInt64) -> Int? {
+            guard sequence >= first, sequence - first < UInt64(rows.count) else { return nil }
+            let k = Int(sequence - first)
+            return decided[k] ? nil : k
+        }
+    }
     struct Rows {
-        /// Rows claimed and not yet emitted (a batch claimed ahead, the rest of the batch being emitted), with their lease.
-        var claimed: [Int64: Int64] = [:]
-        /// Emitted rows by sequence number, their outcome not decided yet.
-        var undecided: [UInt64: (row: Int64, lease: Int64)] = [:]
+        /// Rows claimed and not yet emitted (a batch claimed ahead, the rest of the batch being emitted).
+        var claimed = 0
+        /// Emitted rows whose outcome is not decided yet, by sequence number; oldest first.
+        var spans: [Span] = []
+        var undecided = 0
         /// Rows whose outcome is decided but not yet written back.
         var unwritten = 0
         /// The leases rows are held under.
         var leases: [Int64: Lease] = [:]
         /// Claims that failed without an answer: they may have leased rows to this worker.
         var unansweredClaims: [Int64] = []
+        /// The span holding `sequence` undecided.
+        func find(_ sequence: UInt64) -> (span: Int, index: Int)? {
+            // Spans are in sequence order: the last one starting at or before it.
+            var lo = 0, hi = spans.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if spans[mid].first <= sequence { lo = mid + 1 } else { hi = mid }
+            }
+            guard lo > 0, let k = spans[lo - 1].index(of: sequence) else { return nil }
+            return (lo - 1, k)
+        }
     }
     let rows = Mutex(Rows())
     public init() {}
     /// Rows just claimed: held (and their leases renewed) from now on, before they are emitted.
     func claim(_ claimed: [PostgresQueue.Claimed]) {
         rows.withLock { r in
-            for row in claimed {
-                r.claimed[row.id] = row.lease
-                r.leases[row.lease, default: Lease()].remaining += 1
-            }
+            r.claimed += claimed.count
+            for row in claimed { r.leases[row.lease, default: Lease()].remaining += 1 }
         }
     }
     /// A claim failed without an answer: it may have committed, leasing rows no one here knows of.
     func claimUnanswered(_ token: Int64) { rows.withLock { $0.unansweredClaims.append(token) } }
     /// The unanswered claims to look for, and forgets them.
     func takeUnansweredClaims() -> [Int64] { rows.withLock { r in defer { r.unansweredClaims.removeAll() }; return r.unansweredClaims } }
-    /// A claimed row is emitted as `sequence`.
-    func hold(_ sequence: UInt64, row: Int64) {
+    /// Claimed rows are about to be emitted as `first`, `first + 1`, … (one sequence number each, in order).
+    func hold(_ claimed: [PostgresQueue.Claimed], from first: UInt64) {
+        guard !claimed.isEmpty else { return }
+        let span = Span(first: first, rows: claimed.map(\.id), leases: claimed.map(\.lease), decided: Array(repeating: false, count: claimed.count), open: claimed.count)
         rows.withLock { r in
-            guard let lease = r.claimed.removeValue(forKey: row) else { return }
-            r.undecided[sequence] = (row, lease)
+            r.claimed -= claimed.count
+            r.undecided += claimed.count
+            r.spans.append(span)
         }
     }
     /// The row and lease of a decided sequence number: held, as unwritten, until ``settle(_:written:)``.
     func take(_ sequence: UInt64) -> (row: Int64, lease: Int64)? {
         rows.withLock { r in
-            guard let held = r.undecided.removeValue(forKey: sequence) else { return nil }
+            guard let (i, k) = r.find(sequence) else { return nil }
+            r.spans[i].decided[k] = true
+            r.spans[i].open -= 1
+            let held = (r.spans[i].rows[k], r.spans[i].leases[k])
+            if r.spans[i].open == 0 { r.spans.remove(at: i) }
+            r.undecided -= 1
             r.unwritten += 1
             return held
         }
@@ -89,11 +122,11 @@ public final class LeaseBook: Sendable {
             return finished
         }
     }
-    func peek(_ sequence: UInt64) -> Int64? { rows.withLock { $0.undecided[sequence]?.row } }
+    func peek(_ sequence: UInt64) -> Int64? { rows.withLock { r in r.find(sequence).map { r.spans[$0.span].rows[$0.index] } } }
     /// Rows emitted whose outcome has not been decided yet.
-    public var count: Int { rows.withLock { $0.undecided.count } }
+    public var count: Int { rows.withLock { $0.undecided } }
     /// Rows held: claimed and not yet emitted, undecided, or decided and not yet written.
-    public var held: Int { rows.withLock { $0.claimed.count + $0.undecided.count + $0.unwritten } }
+    public var held: Int { rows.withLock { $0.claimed + $0.undecided + $0.unwritten } }
     /// The leases this worker holds rows under: they are renewed, and this worker's own claims never
     /// take them over, even once they have run out (after a long outage).
     var leases: [Int64] { rows.withLock { Array($0.leases.keys) } }

@@ -24,7 +24,7 @@ struct OutcomeWriterTests {
             """)
         let book = LeaseBook()
         book.claim(held)
-        for (i, row) in held.enumerated() { book.hold(UInt64(i), row: row.id) }
+        book.hold(held, from: 0)
         let problems = ProblemLog()
         let writer = QueueOutcomeWriter(queue: queue, book: book) { problems.add($0) }
         writer.start()
