@@ -33,7 +33,7 @@ extension PostgresQueue {
             try await count(
                 """
                 SELECT (SELECT count(*) FROM notifications n WHERE \(unescaped: Self.afterCursor("herald_cursor")))
-                     + (SELECT count(*) FROM herald_leases l, herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) WHERE l.owner = '')
+                     + (SELECT count(*) FROM herald_leases l, \(unescaped: Self.leaseRows(of: "l")) WHERE l.owner = '')
                 """)
         }
     }
@@ -66,6 +66,8 @@ extension PostgresQueue {
                     SELECT * FROM herald_outcomes WHERE \(unescaped: QueueSchema.outcomeSpan) @> n.id AND n.id = ANY(ids) LIMIT 1
                 ) o ON true
                 LEFT JOIN LATERAL (
+                    -- The lease holding it: the range test written out (one comparison per lease, where
+                    -- leaseRows(of:) would list each range's rows).
                     SELECT owner, attempts FROM herald_leases
                     WHERE n.id = ANY(ids) OR (hi_xid IS NOT NULL AND (n.xid, n.id) > (lo_xid, lo_id) AND (n.xid, n.id) <= (hi_xid, hi_id))
                     ORDER BY lease DESC LIMIT 1

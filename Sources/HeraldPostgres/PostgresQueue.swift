@@ -254,12 +254,18 @@ public final class PostgresQueue: Sendable {
         FROM \(leases) l
         LEFT JOIN LATERAL (
             -- Outcomes of a lease's rows are written under that lease.
-            SELECT u.id FROM herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) AS u(id)
+            SELECT u.id FROM \(leaseRows(of: "l")) AS u(id)
             EXCEPT SELECT unnest(o.ids) FROM herald_outcomes o WHERE o.lease = l.lease
         ) r ON true
         LEFT JOIN notifications n ON n.id = r.id
         GROUP BY l.lease, l.attempts
         """
+    }
+
+    /// The rows of the lease `lease` (a row of `herald_leases`, or of a CTE returning its columns),
+    /// whichever way it names them: its range or its ids (`herald_lease_rows`, schema 6).
+    package static func leaseRows(of lease: String) -> String {
+        "herald_lease_rows(\(lease).ids, \(lease).lo_xid, \(lease).lo_id, \(lease).hi_xid, \(lease).hi_id)"
     }
 
     /// The rows after the cursor whose values come from `cursor` (a table or CTE with `xid, id`).

@@ -407,15 +407,11 @@ extension PostgresQueue {
     /// counted in `released`.
     public func finish(_ rows: [Finished], completing: [Int64] = []) async throws(QueueError) -> (written: Int, possibleDuplicates: Int, released: Int) {
         let (groups, bounds, ids, apns) = Self.grouped(rows)
-        let leases = groups.map(\.lease), outcomes = groups.map(\.outcome), statuses = groups.map(\.status)
-        let codes = groups.map(\.code), reasons = groups.map(\.reason), release = groups.map(\.release)
-        let los = bounds.map(\.lo), his = bounds.map(\.hi)
-        // No APNs ids at all (the binary interface has none): none sent.
-        let apnsIDs = apns.contains { !$0.isEmpty } ? apns : []
-        let released = zip(groups, bounds).filter(\.0.release).flatMap { ids[Int($1.lo - 1)..<Int($1.hi)] }
         let statement = FinishStatement(
-            owner: owner, leases: leases, ids: ids, apnsIDs: apnsIDs, outcomes: outcomes, statuses: statuses, codes: codes, reasons: reasons,
-            release: release, los: los, his: his, released: released, completing: completing)
+            owner: owner, groups: groups, bounds: bounds, ids: ids,
+            // No APNs ids at all (the binary interface has none): none sent.
+            apnsIDs: apns.contains { !$0.isEmpty } ? apns : [],
+            released: zip(groups, bounds).filter(\.0.release).flatMap { ids[Int($1.lo - 1)..<Int($1.hi)] }, completing: completing)
         return try await named("writing \(rows.count) outcomes") { [self] in
             var result = (written: 0, possibleDuplicates: 0, released: 0)
             for try await (written, duplicates, released, _) in try await client.execute(statement, logger: logger) {
@@ -463,10 +459,10 @@ extension PostgresQueue {
                 -- Read by nothing: a data-modifying CTE runs to completion all the same.
                 -- A range lease becomes a lease of the ids left.
                 UPDATE herald_leases l
-                SET ids = ARRAY(SELECT x FROM herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) AS x WHERE NOT x = ANY($12::bigint[])),
+                SET ids = ARRAY(SELECT x FROM \(PostgresQueue.leaseRows(of: "l")) AS x WHERE NOT x = ANY($12::bigint[])),
                     lo_xid = NULL, lo_id = NULL, hi_xid = NULL, hi_id = NULL
                 WHERE cardinality($12::bigint[]) > 0 AND l.lease IN (SELECT lease FROM mine) AND l.owner = $1 AND NOT l.lease = ANY($13::bigint[])
-                  AND EXISTS (SELECT 1 FROM herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) AS x WHERE x = ANY($12::bigint[]))
+                  AND EXISTS (SELECT 1 FROM \(PostgresQueue.leaseRows(of: "l")) AS x WHERE x = ANY($12::bigint[]))
             ), dropped AS (
                 DELETE FROM herald_leases WHERE lease = ANY($13::bigint[]) AND owner = $1 AND lease IN (SELECT lease FROM mine)
             )
@@ -480,32 +476,27 @@ extension PostgresQueue {
         typealias Row = (Int, Int, Int, String)
 
         var owner: String
-        var leases: [Int64]
+        var groups: [OutcomeGroup]
+        var bounds: [(lo: Int32, hi: Int32)]
         var ids: [Int64]
         var apnsIDs: [String]
-        var outcomes: [String]
-        var statuses: [Int32]
-        var codes: [String]
-        var reasons: [String]
-        var release: [Bool]
-        var los: [Int32]
-        var his: [Int32]
         var released: [Int64]
         var completing: [Int64]
 
+        /// In the order of `bindingDataTypes`: the groups' columns as arrays, one element per group.
         func makeBindings() throws -> PostgresBindings {
             var b = PostgresBindings(capacity: 13)
             b.append(owner)
-            b.append(leases)
+            b.append(groups.map(\.lease))
             b.append(ids)
             b.append(apnsIDs)
-            b.append(outcomes)
-            b.append(statuses)
-            b.append(codes)
-            b.append(reasons)
-            b.append(release)
-            b.append(los)
-            b.append(his)
+            b.append(groups.map(\.outcome))
+            b.append(groups.map(\.status))
+            b.append(groups.map(\.code))
+            b.append(groups.map(\.reason))
+            b.append(groups.map(\.release))
+            b.append(bounds.map(\.lo))
+            b.append(bounds.map(\.hi))
             b.append(released)
             b.append(completing)
             return b

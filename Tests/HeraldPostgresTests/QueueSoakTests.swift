@@ -1,4 +1,5 @@
 import Foundation
+import HeraldPostgres
 import HeraldTestSupport
 import Testing
 
@@ -58,7 +59,7 @@ struct QueueSoakTests {
         var kills: [(done: Int, leased: Int)] = []
         // Rows a worker holds: its leases (a worker's owner name holds its pid; a dead one's stay until they run out).
         func held(by pid: pid_t) async throws -> Int {
-            Int(try await cluster.psql(db, "SELECT count(*) FROM herald_leases l, herald_lease_rows(l.ids, l.lo_xid, l.lo_id, l.hi_xid, l.hi_id) WHERE l.owner LIKE '%:\(pid):%'")) ?? 0
+            Int(try await cluster.psql(db, "SELECT count(*) FROM herald_leases l, \(PostgresQueue.leaseRows(of: "l")) WHERE l.owner LIKE '%:\(pid):%'")) ?? 0
         }
         var restarts = 0
         for threshold in [60_000, 160_000] {
