@@ -46,6 +46,7 @@ public struct PostgresQueueSource: NotificationSource {
         var ahead: [Task<[PostgresQueue.Claimed], any Error>] = []
         while true {
             if sink.isStopping {
+                book.stopRequested.store(true, ordering: .releasing)
                 // Claimed rows are this worker's to finish: what was claimed ahead goes through too.
                 for claim in ahead { if let rows = try? await claim.value { await emit(rows, into: sink) } }
                 if let rows = try? await recoverUnansweredClaims(), !rows.isEmpty { await emit(rows, into: sink) }

@@ -54,6 +54,9 @@ public final class LeaseBook: Sendable {
         }
     }
     let rows = Mutex(Rows())
+    /// The source stopped because the run was told to stop (a signal, a graceful shutdown), not
+    /// because the queue was drained: the writer's finish is then bounded (see ``QueueOutcomeWriter/finish()``).
+    let stopRequested = Atomic<Bool>(false)
     public init() {}
     /// Rows just claimed: held (and their leases renewed) from now on, before they are emitted.
     func claim(_ claimed: [PostgresQueue.Claimed]) {
@@ -207,12 +210,18 @@ public final class QueueOutcomeWriter: OutcomeObserver {
         tasks.withLock { $0 = [writing, renewing] }
     }
 
-    /// Writes what is still queued, stops renewing, and reports. While the
-    /// database is away this takes at most a lease's length, however many
-    /// batches wait.
+    /// Writes what is still queued, stops renewing, and reports. When the run
+    /// was told to stop (a signal, a graceful shutdown), this takes at most a
+    /// lease's length while the database is away, however many batches wait.
+    /// When it ended because the queue was drained, a database that is away is
+    /// waited for as during the run: the outcomes are then written once it is
+    /// back, rather than left for the rows to be sent again after their lease
+    /// (a second signal still ends the process).
     public func finish() async -> Report {
-        let by = ContinuousClock.now.advanced(by: queue.configuration.lease)
-        outage.withLock { $0.finishBy = $0.finishBy ?? by }
+        if book.stopRequested.load(ordering: .acquiring) {
+            let by = ContinuousClock.now.advanced(by: queue.configuration.lease)
+            outage.withLock { $0.finishBy = $0.finishBy ?? by }
+        }
         wake.finish()
         let running = tasks.withLock { $0 }
         if let writing = running.first { await writing.value }
@@ -257,10 +266,10 @@ public final class QueueOutcomeWriter: OutcomeObserver {
     let outage = Mutex(Outage())
 
     /// Writes one batch, retrying with back-off: for as long as the database is
-    /// away while the run goes on; for a lease's length when it refuses the
-    /// statement, or once `finish()` began (counted from the first failure,
-    /// across batches: a long outage does not cost a lease per batch); never
-    /// past `finish()`'s deadline.
+    /// away, unless the run was told to stop; for a lease's length when it refuses
+    /// the statement, or once a stopped run's `finish()` began (counted from the
+    /// first failure, across batches: a long outage does not cost a lease per
+    /// batch); never past a stopped run's `finish()` deadline.
     func write(_ batch: [PostgresQueue.Finished]) async {
         let clock = ContinuousClock()
         var delay = Duration.milliseconds(50)
@@ -284,10 +293,10 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                     if o.failingSince == nil { o.failingSince = clock.now }
                     return (o.failingSince!, o.finishBy)
                 }
-                // While the run goes on, a database that is away is waited for however long: no other
-                // worker can take the rows meanwhile, and the source claims nothing either, so what
-                // waits is bounded. A database that answers with a refusal is given a lease's length;
-                // so is any failure once finish() began, and never past its deadline.
+                // Unless the run was told to stop, a database that is away is waited for however long:
+                // no other worker can take the rows meanwhile, and the source claims nothing either, so
+                // what waits is bounded. A database that answers with a refusal is given a lease's
+                // length; so is any failure once a stopped run's finish() began, never past its deadline.
                 let failedForALease = clock.now - since >= queue.configuration.lease
                 if (failedForALease && (!error.isOutage || finishBy != nil)) || finishBy.map({ clock.now >= $0 }) == true {
                     onProblem("\(error); giving up on \(batch.count) outcomes (their rows will be claimed again once their lease expires)")

@@ -43,6 +43,61 @@ struct OutcomeWriterTests {
         await queue.close()
     }
 
+    // A CI run found the end of a drained run cut short: the database went away under the last
+    // writes, finish() gave them a lease's length, and 488 outcomes were given up, their rows
+    // left to be sent again. Only a stop is bounded now.
+    @Test("the database away when the run ends (6 s, three leases): a drained run's writer waits and writes every outcome once it is back; a stopped run's gives up after about a lease, its rows left leased")
+    func outageAtTheEnd() async throws {
+        let cluster = try await offPool { try PostgresCluster() }
+        defer { cluster.stop() }
+        let db = try await cluster.createDatabase()
+        var configuration = queueConfiguration(cluster, db, lease: .seconds(2))
+        configuration.answerTimeout = .seconds(3)
+        configuration.connectTimeout = .seconds(1)
+        let queue = PostgresQueue(configuration: configuration, owner: "outage-at-the-end")
+        try await queue.migrate()
+        #expect(try await queue.enqueue(requestLines(20).lines) == 20)
+        let drainedRows = try await claimSoon(queue, limit: 10)
+        let stoppedRows = try await claimSoon(queue, limit: 10, inFlight: Array(Set(drainedRows.map(\.lease))))
+        #expect(drainedRows.count == 10 && stoppedRows.count == 10)
+
+        func writer(_ rows: [PostgresQueue.Claimed], stopped: Bool, _ problems: ProblemLog) -> QueueOutcomeWriter {
+            let book = LeaseBook()
+            book.claim(rows)
+            book.hold(rows, from: 0)
+            if stopped { book.stopRequested.store(true, ordering: .releasing) }
+            let writer = QueueOutcomeWriter(queue: queue, book: book) { problems.add($0) }
+            writer.start()
+            return writer
+        }
+        let (drainedProblems, stoppedProblems) = (ProblemLog(), ProblemLog())
+        let drained = writer(drainedRows, stopped: false, drainedProblems)
+        let stopped = writer(stoppedRows, stopped: true, stoppedProblems)
+
+        let back = Atomic<Bool>(false)
+        let outage = Task {
+            defer { back.store(true, ordering: .releasing) }
+            try await cluster.restart(downFor: .seconds(6))
+        }
+        // Down: psql no longer connects.
+        while (try? await cluster.psql(db, "SELECT 1")) != nil { try await Task.sleep(for: .milliseconds(20)) }
+        let outcomes = (0 ..< 10).map { OutcomeRecord(sequence: UInt64($0), line: nil, id: nil, token: nil, outcome: .accepted) }
+        drained.observe(outcomes)
+        stopped.observe(outcomes)
+
+        async let drainedReport = drained.finish()
+        let stoppedReport = await stopped.finish()
+        let stoppedWhileDown = !back.load(ordering: .acquiring)
+        #expect(stoppedReport.notWritten == 10 && stoppedReport.written == 0, "\(stoppedReport); \(stoppedProblems.all.suffix(4))")
+        #expect(stoppedWhileDown, "the stopped run's writer waited for the database to come back")
+        let report = await drainedReport
+        try await outage.value
+        #expect(report.written == 10 && report.notWritten == 0, "\(report); \(drainedProblems.all.suffix(4))")
+        #expect(drainedProblems.all.contains { $0.contains("retrying in") }, "the drained writer never met the outage")
+        await #expect(try tally(cluster, db) == ["done|accepted": 10, "leased|-": 10])
+        await queue.close()
+    }
+
     @Test("outcomes written more slowly than rows are claimed: the worker stops claiming at its limit, so what it holds stays bounded; every row still done once")
     func slowWritesBoundWhatIsHeld() async throws {
         let (cluster, db) = try await freshDatabase()
