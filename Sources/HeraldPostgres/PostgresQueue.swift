@@ -25,6 +25,8 @@ public final class PostgresQueue: Sendable {
     /// This worker's `lease_owner`: host, process and a random part, unique per process.
     public let owner: String
     let client: PostgresClient
+    /// The pool for the prepared claim and outcome write (``PostgresQueueConfiguration/plannedClient``).
+    let planned: PostgresClient
     let runner: Task<Void, Never>
     let logger: Logger
     /// Bumped by every `NOTIFY` on ``QueueSchema/channel``.
@@ -46,8 +48,15 @@ public final class PostgresQueue: Sendable {
         var background = self.logger
         background.logLevel = max(background.logLevel, .warning)
         let client = PostgresClient(configuration: configuration.client, backgroundLogger: background)
+        let planned = PostgresClient(configuration: configuration.plannedClient, backgroundLogger: background)
         self.client = client
-        runner = Task { await client.run() }
+        self.planned = planned
+        runner = Task {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await client.run() }
+                group.addTask { await planned.run() }
+            }
+        }
     }
 
     /// Stops listening and closes the pool's connections.
@@ -177,40 +186,9 @@ public final class PostgresQueue: Sendable {
     /// ``recoverClaims(_:)`` finds it again, so this worker sends its rows once instead of
     /// claiming them twice when the lease runs out.
     public func claim(limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws(QueueError) -> Claim {
-        let lease = configuration.lease.inSeconds
+        let statement = ClaimStatement(owner: owner, lease: configuration.lease.inSeconds, token: token, inFlight: inFlight, limit: Int64(limit))
         let claim = try await named("claiming rows") { [self] in
-            let result = try await client.query(
-                """
-                WITH taken AS (
-                    UPDATE herald_leases l
-                    SET owner = \(owner), expires = now() + make_interval(secs => \(lease)), attempts = l.attempts + 1, claim_token = \(token)
-                    WHERE l.lease IN (SELECT lease FROM herald_leases
-                                      WHERE expires < now() AND (owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[]))
-                                      ORDER BY expires LIMIT 2 FOR UPDATE SKIP LOCKED)
-                    RETURNING l.*
-                ), c AS (
-                    SELECT xid, id FROM herald_cursor FOR UPDATE
-                ), picked AS (
-                    SELECT n.xid, n.id, n.body FROM notifications n
-                    WHERE \(unescaped: Self.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
-                    ORDER BY n.xid, n.id LIMIT \(limit)
-                ), last AS (
-                    SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1
-                ), moved AS (
-                    UPDATE herald_cursor SET xid = p.xid, id = p.id FROM last p RETURNING 1
-                ), fresh AS (
-                    -- The rows picked are exactly those after the cursor up to the last of them.
-                    INSERT INTO herald_leases (lo_xid, lo_id, hi_xid, hi_id, owner, expires, claim_token)
-                    SELECT c.xid, c.id, p.xid, p.id, \(owner), now() + make_interval(secs => \(lease)), \(token)
-                    FROM c, last p
-                    RETURNING lease, attempts
-                )
-                SELECT f.lease, f.attempts, (SELECT array_agg(id ORDER BY xid, id) FROM picked), (SELECT array_agg(body ORDER BY xid, id) FROM picked)
-                FROM fresh f
-                UNION ALL
-                \(unescaped: Self.unfinishedRows(of: "taken"))
-                """, logger: logger)
-            return try await Self.claimed(result, capacity: limit)
+            try await Self.claimed(try await planned.execute(statement, logger: logger), capacity: limit)
         }
         var lose = loseClaimAnswers.load(ordering: .relaxed)
         while lose > 0 {
@@ -279,10 +257,17 @@ public final class PostgresQueue: Sendable {
     /// lease with no row left comes with null arrays), so that a claim's thousand rows cost one
     /// row's decoding, not a thousand. Oldest first.
     static func claimed(_ result: PostgresRowSequence, capacity: Int) async throws -> Claim {
+        try await claimed(result.decode(ClaimRow.self), capacity: capacity)
+    }
+
+    /// A row of a claim's answer: `lease, attempts, ids, bodies`.
+    typealias ClaimRow = (Int64, Int, [Int64]?, [String]?)
+
+    static func claimed<Rows: AsyncSequence>(_ result: Rows, capacity: Int) async throws -> Claim where Rows.Element == ClaimRow {
         var rows: [Claimed] = []
         rows.reserveCapacity(capacity)
         var empty: [Int64] = []
-        for try await (lease, attempts, ids, bodies) in result.decode((Int64, Int, [Int64]?, [String]?).self) {
+        for try await (lease, attempts, ids, bodies) in result {
             var any = false
             if let ids, let bodies {
                 for (id, body) in zip(ids, bodies) {
@@ -436,4 +421,66 @@ func answered<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable
 final class AnswerRace<T: Sendable>: Sendable {
     let waiting = Mutex<CheckedContinuation<T, any Error>?>(nil)
     let tasks = Mutex<(work: Task<Void, Never>?, timer: Task<Void, Never>?)>((nil, nil))
+}
+
+extension PostgresQueue {
+    /// The claim (``PostgresQueue/claim(limit:inFlight:token:)``) as a prepared statement, on the pool
+    /// of generic plans: parsed and planned once per connection. Planned anew on every claim, it
+    /// took about 0.8 ms of a 1,000-row claim's 3-4 ms.
+    struct ClaimStatement: PostgresPreparedStatement {
+        static let sql = """
+            WITH taken AS (
+                UPDATE herald_leases l
+                SET owner = $1, expires = now() + make_interval(secs => $2), attempts = l.attempts + 1, claim_token = $3
+                WHERE l.lease IN (SELECT lease FROM herald_leases
+                                  WHERE expires < now() AND (owner <> $1 OR NOT lease = ANY($4::bigint[]))
+                                  ORDER BY expires LIMIT 2 FOR UPDATE SKIP LOCKED)
+                RETURNING l.*
+            ), c AS (
+                SELECT xid, id FROM herald_cursor FOR UPDATE
+            ), picked AS (
+                SELECT n.xid, n.id, n.body FROM notifications n
+                WHERE \(PostgresQueue.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
+                ORDER BY n.xid, n.id LIMIT $5
+            ), last AS (
+                SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1
+            ), moved AS (
+                UPDATE herald_cursor SET xid = p.xid, id = p.id FROM last p RETURNING 1
+            ), fresh AS (
+                -- The rows picked are exactly those after the cursor up to the last of them.
+                INSERT INTO herald_leases (lo_xid, lo_id, hi_xid, hi_id, owner, expires, claim_token)
+                SELECT c.xid, c.id, p.xid, p.id, $1, now() + make_interval(secs => $2), $3
+                FROM c, last p
+                RETURNING lease, attempts
+            )
+            -- Both arrays in one pass over the rows, so ids[k] is bodies[k]'s row; unsorted, since
+            -- claimed() puts the rows in order. An ORDER BY inside each aggregate read the rows
+            -- twice and sorted them twice: pgbench timed the select of 1,000 rows at 2.1-2.3 ms
+            -- that way, 1.5-1.6 ms in one pass (sorted once).
+            SELECT f.lease, f.attempts, a.ids, a.bodies
+            FROM fresh f, (SELECT array_agg(id) AS ids, array_agg(body) AS bodies FROM picked) a
+            UNION ALL
+            \(PostgresQueue.unfinishedRows(of: "taken"))
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.text, .float8, .int8, .int8Array, .int8]
+        typealias Row = ClaimRow
+
+        var owner: String
+        var lease: Double
+        var token: Int64
+        var inFlight: [Int64]
+        var limit: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings(capacity: 5)
+            b.append(owner)
+            b.append(lease)
+            b.append(token)
+            b.append(inFlight)
+            b.append(limit)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
 }

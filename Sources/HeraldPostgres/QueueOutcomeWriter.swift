@@ -423,15 +423,16 @@ extension PostgresQueue {
             released: zip(groups, bounds).filter(\.0.release).flatMap { ids[Int($1.lo - 1)..<Int($1.hi)] }, completing: completing)
         return try await named("writing \(rows.count) outcomes") { [self] in
             var result = (written: 0, possibleDuplicates: 0, released: 0)
-            for try await (written, duplicates, released, _) in try await client.execute(statement, logger: logger) {
+            for try await (written, duplicates, released, _) in try await planned.execute(statement, logger: logger) {
                 result = (written, duplicates, released)
             }
             return result
         }
     }
 
-    /// The outcome write (``PostgresQueue/finish(_:completing:)``) as a prepared statement: parsed
-    /// once per connection and planned once, not on every write (planning took as long as running it).
+    /// The outcome write (``PostgresQueue/finish(_:completing:)``) as a prepared statement, on the
+    /// pool of generic plans: parsed and planned once per connection, not on every write (planning
+    /// took as long as running it).
     ///
     /// One statement, its own transaction: no BEGIN and COMMIT round trips. The write does not wait for
     /// the WAL to reach the disk (`synchronous_commit` off for this transaction only): an outcome

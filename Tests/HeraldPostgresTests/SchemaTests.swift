@@ -24,6 +24,30 @@ struct SchemaTests {
         await #expect(try cluster.psql(db, "SELECT count(*) FROM pg_trigger WHERE tgname = 'notifications_enqueued'") == "1")
     }
 
+    @Test("version 7: a write's group of 1,000 ids is stored uncompressed, in its row; the group reads back whole")
+    func outcomeArraysUncompressed() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db, batch: 1000))
+        try await queue.migrate()
+        #expect(try await queue.enqueue(requestLines(1000).lines) == 1000)
+        let rows = try await claimSoon(queue, limit: 1000)
+        #expect(rows.count == 1000 && Set(rows.map(\.lease)).count == 1)
+        let finished = rows.enumerated().map { k, row in
+            PostgresQueue.Finished(id: row.id, lease: row.lease, record: OutcomeRecord(sequence: UInt64(k), line: nil, id: nil, token: nil, outcome: .accepted))
+        }
+        let result = try await queue.finish(finished, completing: [rows[0].lease])
+        #expect(result.written == 1000)
+        // pg_column_compression is null for a value stored uncompressed; the toast table stays empty.
+        let stored = try await cluster.psql(db, """
+            SELECT count(*), count(pg_column_compression(ids)), sum(cardinality(ids)),
+                   (SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = 'herald_outcomes')
+            FROM herald_outcomes
+            """)
+        #expect(stored == "1|0|1000|0")
+        await #expect(try tally(cluster, db) == ["done|accepted": 1000])
+        await queue.close()
+    }
+
     @Test("workers starting together apply each migration once")
     func concurrentStart() async throws {
         let (cluster, db) = try await freshDatabase()
