@@ -134,6 +134,27 @@ struct QueueCLITests {
         await #expect(try cluster.psql(db, "SELECT encode(token, 'hex') || '|' || unregistered_source FROM herald_tokens") == "\(dead)|status-8")
         await #expect(try tally(cluster, db) == ["done|accepted": 360, "done|rejected": 20, "done|suppressed": 20])
     }
+
+    @Test("herald bench queue, small: one JSON object with each count's best rate and every round's, pgbench's bare statements beside them, and the goal's two checks")
+    func benchQueue() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let config = try configurationFile(cluster, db)
+        let pgbench = try #require(PostgresCluster.binaries) + "/pgbench"
+        let r = try await runHerald(["bench", "queue", "--config", config, "--count", "3000", "--workers", "1,2", "--rounds", "2", "--pgbench", pgbench])
+        #expect(r.status == 0, "\(r.stderr)")
+        let report = try lastObject(r.stdout)
+        #expect(report["benchmark"] as? String == "queue" && report["notifications"] as? Int == 3000 && report["rounds"] as? Int == 2)
+        for key in ["send", "workers_1", "workers_2"] {
+            let rounds = report["\(key)_rounds_per_s"] as? [Double] ?? []
+            #expect(rounds.count == 2 && rounds.allSatisfy { $0 > 0 } && report["\(key)_per_s"] as? Double == rounds.max(), "\(key): \(report)")
+        }
+        #expect((report["pgbench_1_rows_per_s"] as? Double ?? 0) > 0 && (report["pgbench_2_rows_per_s"] as? Double ?? 0) > 0, "\(report)")
+        let ratio = try #require(report["ratio_1_worker_to_send"] as? Double)
+        #expect(abs(ratio - (report["workers_1_per_s"] as! Double) / (report["send_per_s"] as! Double)) < 0.001)
+        #expect(report["more_workers_never_slower"] is Bool)
+        // The bench leaves the queue empty.
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM notifications") == "0")
+    }
 }
 
 @Suite("herald work as a service", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
