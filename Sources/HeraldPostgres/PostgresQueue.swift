@@ -36,6 +36,8 @@ public final class PostgresQueue: Sendable {
     let claimTokens = Atomic<Int64>(Int64.random(in: 1...(Int64.max / 2)))
     /// Tests only: how many claims to come lose their answer after they commit (as a dropped connection would).
     package let loseClaimAnswers = Atomic<Int>(0)
+    /// Tests only: the same for outcome writes.
+    package let loseWriteAnswers = Atomic<Int>(0)
 
     /// Starts the pool (connections are made on first use).
     public init(configuration: PostgresQueueConfiguration, owner: String? = nil, logger: Logger? = nil) {
@@ -190,13 +192,19 @@ public final class PostgresQueue: Sendable {
         let claim = try await named("claiming rows") { [self] in
             try await Self.claimed(try await planned.execute(statement, logger: logger), capacity: limit)
         }
-        var lose = loseClaimAnswers.load(ordering: .relaxed)
-        while lose > 0 {
-            let (done, seen) = loseClaimAnswers.compareExchange(expected: lose, desired: lose - 1, ordering: .relaxed)
-            if done { throw QueueError("PostgreSQL \(configuration): claiming rows: the answer was lost (a test's fault)", isOutage: true) }
-            lose = seen
-        }
+        if Self.takeOne(loseClaimAnswers) { throw QueueError("PostgreSQL \(configuration): claiming rows: the answer was lost (a test's fault)", isOutage: true) }
         return claim
+    }
+
+    /// Takes one from `counter` if it is above zero (the tests' lost answers).
+    static func takeOne(_ counter: borrowing Atomic<Int>) -> Bool {
+        var n = counter.load(ordering: .relaxed)
+        while n > 0 {
+            let (done, seen) = counter.compareExchange(expected: n, desired: n - 1, ordering: .relaxed)
+            if done { return true }
+            n = seen
+        }
+        return false
     }
 
     /// A token for the next claim, unique to this queue.

@@ -426,6 +426,7 @@ extension PostgresQueue {
             for try await (written, duplicates, released, _) in try await planned.execute(statement, logger: logger) {
                 result = (written, duplicates, released)
             }
+            if Self.takeOne(loseWriteAnswers) { throw QueueError("PostgreSQL \(configuration): writing outcomes: the answer was lost (a test's fault)", isOutage: true) }
             return result
         }
     }
@@ -460,10 +461,20 @@ extension PostgresQueue {
                 -- Already there: this write was sent before and committed, its answer lost.
                 ON CONFLICT (lease, first_id) DO NOTHING
                 RETURNING cardinality(ids) AS n, possible_duplicate
+            ), earlier AS (
+                -- Groups this worker wrote already: this write was sent before and committed, its
+                -- answer lost (its lease may be gone since). Counted as written, not as lost.
+                SELECT o.ids, o.possible_duplicate FROM herald_outcomes o
+                JOIN unnest($2::bigint[], $10::int[]) AS a(lease, lo) ON o.lease = a.lease AND o.first_id = ($3::bigint[])[a.lo]
+                WHERE o.owner = $1
             ), back AS (
+                -- Only rows the lease still holds: sent again after a lost answer, a release that
+                -- committed finds its rows gone from the lease, and gives back nothing twice.
                 INSERT INTO herald_leases (ids, owner, expires, attempts)
                 SELECT array_agg(x ORDER BY x), '', '-infinity', max(g.attempts)
-                FROM g CROSS JOIN unnest(g.ids) AS x WHERE g.release HAVING count(*) > 0
+                FROM g JOIN herald_leases l ON l.lease = g.lease CROSS JOIN unnest(g.ids) AS x
+                WHERE g.release AND x IN (SELECT y FROM \(PostgresQueue.leaseRows(of: "l")) AS y)
+                HAVING count(*) > 0
                 RETURNING cardinality(ids) AS n
             ), trimmed AS (
                 -- Read by nothing: a data-modifying CTE runs to completion all the same.
@@ -476,7 +487,9 @@ extension PostgresQueue {
             ), dropped AS (
                 DELETE FROM herald_leases WHERE lease = ANY($13::bigint[]) AND owner = $1 AND lease IN (SELECT lease FROM mine)
             )
-            SELECT coalesce((SELECT sum(n) FROM w), 0)::bigint, coalesce((SELECT sum(n) FROM w WHERE possible_duplicate), 0)::bigint,
+            SELECT coalesce((SELECT sum(n) FROM w), 0)::bigint + coalesce((SELECT sum(cardinality(ids)) FROM earlier), 0)::bigint,
+                   coalesce((SELECT sum(n) FROM w WHERE possible_duplicate), 0)::bigint
+                       + coalesce((SELECT sum(cardinality(ids)) FROM earlier WHERE possible_duplicate), 0)::bigint,
                    coalesce((SELECT sum(n) FROM back), 0)::bigint, (SELECT set_config FROM durability)
             """
         static let bindingDataTypes: [PostgresDataType] = [

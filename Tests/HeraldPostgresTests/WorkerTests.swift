@@ -149,6 +149,38 @@ struct WorkerTests {
         await queue.close()
     }
 
+    @Test("an outcome write whose answer is lost after it committed is sent again: it adds nothing, its rows count as written (not lost), and rows it gave back are not given back twice")
+    func lostWriteAnswer() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = try await openQueue(cluster, db, owner: "forgetful-writer", batch: 100)
+        #expect(try await queue.enqueue(requestLines(503).lines) == 503)
+
+        // The statement: a release and an outcome, committed, then sent again as after a lost answer.
+        let held = try await claimSoon(queue, limit: 3)
+        #expect(held.count == 3 && Set(held.map(\.lease)).count == 1)
+        let outcomes: [Outcome] = [.failed(OutcomeReason(.abandoned, "a second signal")), .accepted, .accepted]
+        let finished = zip(held, outcomes).map { row, outcome in
+            PostgresQueue.Finished(id: row.id, lease: row.lease, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: outcome))
+        }
+        let first = try await queue.finish(finished)
+        let again = try await queue.finish(finished)
+        #expect(first.written == 2 && first.released == 1, "\(first)")
+        #expect(again.written == 2 && again.released == 0, "\(again)")
+        // The row given back is in one lease, not two.
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases l, \(PostgresQueue.leaseRows(of: "l")) AS u(id) WHERE u.id = \(held[0].id)") == "1")
+        try await cluster.psql(db, "DELETE FROM herald_outcomes; DELETE FROM herald_leases; UPDATE herald_cursor SET xid = '0', id = 0")
+
+        // The worker: three writes commit and lose their answer; each is retried, and counted once.
+        queue.loseWriteAnswers.store(3, ordering: .relaxed)
+        let problems = ProblemLog()
+        let run = try await drainWorker(queue, problems: problems)
+        await queue.close()
+        #expect(problems.all.filter { $0.contains("the answer was lost") }.count == 3, "\(problems.all)")
+        #expect(run.snapshot.isBalanced && run.snapshot.entered == 503)
+        #expect(run.report.written == 503 && run.report.leaseLost == 0 && run.report.notWritten == 0, "\(run.report)")
+        await #expect(try tally(cluster, db) == ["done|accepted": 503])
+    }
+
     @Test("rows that failed only because the worker stopped (a second signal, the drain deadline) go back to the queue unsent; other failures end their rows")
     func releasedOnStop() async throws {
         let (cluster, db) = try await freshDatabase()
