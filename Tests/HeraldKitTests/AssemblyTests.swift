@@ -1,14 +1,8 @@
 import Foundation
 import HeraldCore
 @testable import HeraldKit
+import HeraldTestSupport
 import Testing
-
-/// Writes `text` to a fresh temporary file and returns its path.
-func temporaryFile(_ text: String, suffix: String = ".jsonl") throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("herald-\(UUID().uuidString)\(suffix)").path
-    try text.write(toFile: path, atomically: true, encoding: .utf8)
-    return path
-}
 
 let goodToken = String(repeating: "ab", count: 32)
 

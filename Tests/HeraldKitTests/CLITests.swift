@@ -97,7 +97,7 @@ final class ResultBox: @unchecked Sendable {
 struct ConfigurationPathTests {
     @Test("relative paths in a configuration file are relative to its folder, not to where herald runs (issue 12, item 8)")
     func relativeToConfigurationFile() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-paths-\(UUID().uuidString)").path
+        let dir = temporaryDirectory()
         try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
         try #"{"outcomes":"state/outcomes.jsonl","tokens":{"path":"state/tokens.db"}}"#.write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
         let input = try temporaryFile(#"{"id":1,"token":"\#(goodToken)","alert":"hi"}"# + "\n")
@@ -138,7 +138,7 @@ struct SmallThingsTests {
 
     @Test("herald certs does not overwrite a CA key without --force")
     func certsKeepsTheCAKey() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-certs-\(UUID().uuidString)").path
+        let dir = temporaryDirectory() + "/certs"
         #expect(try await runHerald(["certs", dir]).status == 0)
         let key = try String(contentsOfFile: dir + "/ca-key.pem", encoding: .utf8)
         let again = try await runHerald(["certs", dir])

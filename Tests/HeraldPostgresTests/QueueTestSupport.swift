@@ -106,13 +106,6 @@ func tally(_ cluster: PostgresCluster, _ database: String) async throws -> [Stri
     return out
 }
 
-/// A temporary file holding `text`.
-func temporaryFile(_ text: String, suffix: String = ".jsonl") throws -> String {
-    let path = temporaryDirectory() + "/file" + suffix
-    try text.write(toFile: path, atomically: true, encoding: .utf8)
-    return path
-}
-
 /// A claim of rows just enqueued, tried again until it returns some: a claim takes only rows of
 /// transactions older than every write transaction still running in the cluster, and the tests
 /// share one cluster, so rows can wait a moment behind another test's transaction.
