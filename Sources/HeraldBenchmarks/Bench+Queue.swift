@@ -35,11 +35,13 @@ struct BenchQueue: AsyncParsableCommand {
     @Option(help: "Worker counts to run, comma-separated.") var workers = "1,2,4"
     @Option(help: "pgbench (none: skip that baseline).") var pgbench = "pgbench"
     @Option(help: "Rounds: send and each worker count are timed once a round, in turn; the best of each counts.") var rounds = 3
+    @Option(help: "Connections enqueuing at once while the workers run (each its own COPYs).") var producers = 1
 
     func run() async throws {
         let counts = workers.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
         guard !counts.isEmpty else { throw BenchError("--workers: give counts like 1,2,4") }
         guard rounds >= 1 else { throw BenchError("--rounds: at least 1") }
+        guard (1...4).contains(producers) else { throw BenchError("--producers: 1 to 4 (the pool's connections)") }
         let root = try ConfigNode.load(path: config)
         let queueConfiguration = try PostgresQueueConfiguration.load(try root.child("queue"))
         let (dir, input, lines) = try benchRequestFile(count: count, seed: 16, name: "queue")
@@ -50,17 +52,21 @@ struct BenchQueue: AsyncParsableCommand {
         report.add("benchmark", "queue")
         report.add("notifications", count)
         report.add("rounds", rounds)
+        report.add("producers", producers)
         let control = PostgresQueue(configuration: queueConfiguration, owner: "bench-control")
         try await control.migrate()
         // Round after round, each measurement once (send, then each worker count), so that a slow
         // spell of a shared machine falls on one round of each rather than on one measurement.
         var sendRates: [Double] = []
         var workerRates = [[Double]](repeating: [], count: counts.count)
+        var enqueueShares = [[Double]](repeating: [], count: counts.count)
         for _ in 0..<rounds {
             sendRates.append(Double(count) / (try await benchSendSeconds(input: input, count: count)))
             for (k, n) in counts.enumerated() {
                 try await control.removeEveryRow()
-                workerRates[k].append(try await Self.endToEnd(bodies, workers: n, configuration: queueConfiguration, control: control))
+                let run = try await Self.endToEnd(bodies, workers: n, producers: producers, configuration: queueConfiguration, control: control)
+                workerRates[k].append(run.rate)
+                enqueueShares[k].append(run.enqueueShare)
             }
         }
         let sendRate = sendRates.max()!
@@ -69,6 +75,7 @@ struct BenchQueue: AsyncParsableCommand {
         for (k, n) in counts.enumerated() {
             report.add("workers_\(n)_per_s", workerRates[k].max()!, places: 0)
             report.add("workers_\(n)_rounds_per_s", workerRates[k], places: 0)
+            report.add("workers_\(n)_rounds_enqueue_share", enqueueShares[k], places: 2)
             if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: bodies, dir: dir) {
                 report.add("pgbench_\(n)_rows_per_s", bare, places: 0)
             }
@@ -83,8 +90,11 @@ struct BenchQueue: AsyncParsableCommand {
         report.print()
     }
 
-    /// Rows per second from the first INSERT to the last outcome written, with `workers` in this process.
-    static func endToEnd(_ bodies: [String], workers n: Int, configuration: PostgresQueueConfiguration, control: PostgresQueue) async throws -> Double {
+    /// Rows per second from the first INSERT to the last outcome written, with `workers` in this
+    /// process, and the share of that time the enqueue took (near 1: the workers kept up with it).
+    static func endToEnd(
+        _ bodies: [String], workers n: Int, producers: Int, configuration: PostgresQueueConfiguration, control: PostgresQueue
+    ) async throws -> (rate: Double, enqueueShare: Double) {
         let queues = (0..<n).map { PostgresQueue(configuration: configuration, owner: "bench-worker-\($0)") }
         let started = ContinuousClock.now
         let pipelines = try queues.map { queue -> (Pipeline, QueueOutcomeWriter) in
@@ -96,9 +106,18 @@ struct BenchQueue: AsyncParsableCommand {
             writer.start()
             return Task { _ = try await pipeline.run(); return await writer.finish() }
         }
-        for start in stride(from: 0, to: bodies.count, by: 5000) {
-            _ = try await control.enqueue(Array(bodies[start..<min(bodies.count, start + 5000)]))
+        // Each producer its own connection, taking every producers-th chunk of 5,000 rows.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for p in 0..<producers {
+                group.addTask {
+                    for start in stride(from: p * 5000, to: bodies.count, by: producers * 5000) {
+                        _ = try await control.enqueue(Array(bodies[start..<min(bodies.count, start + 5000)]))
+                    }
+                }
+            }
+            try await group.waitForAll()
         }
+        let enqueued = ContinuousClock.now
         // The writers' own counts (outcomes committed): polling the table would load the database being measured.
         while pipelines.reduce(0, { $0 + $1.1.report.written }) < bodies.count { try await Task.sleep(for: .milliseconds(5)) }
         let seconds = (ContinuousClock.now - started).inSeconds
@@ -107,7 +126,7 @@ struct BenchQueue: AsyncParsableCommand {
         for r in runs { written += try await r.value.written }
         for q in queues { await q.close() }
         guard written == bodies.count else { throw BenchError("\(n) workers wrote \(written) of \(bodies.count) outcomes") }
-        return Double(bodies.count) / seconds
+        return (Double(bodies.count) / seconds, (enqueued - started).inSeconds / seconds)
     }
 
     /// The claim and the outcome write, bare: `pgbench` running one statement that claims 500

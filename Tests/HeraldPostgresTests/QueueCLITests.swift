@@ -140,13 +140,17 @@ struct QueueCLITests {
         let (cluster, db) = try await freshDatabase()
         let config = try configurationFile(cluster, db)
         let pgbench = try #require(PostgresCluster.binaries) + "/pgbench"
-        let r = try await runHerald(["bench", "queue", "--config", config, "--count", "3000", "--workers", "1,2", "--rounds", "2", "--pgbench", pgbench])
+        let r = try await runHerald(["bench", "queue", "--config", config, "--count", "3000", "--workers", "1,2", "--rounds", "2", "--producers", "2", "--pgbench", pgbench])
         #expect(r.status == 0, "\(r.stderr)")
         let report = try lastObject(r.stdout)
-        #expect(report["benchmark"] as? String == "queue" && report["notifications"] as? Int == 3000 && report["rounds"] as? Int == 2)
+        #expect(report["benchmark"] as? String == "queue" && report["notifications"] as? Int == 3000 && report["rounds"] as? Int == 2 && report["producers"] as? Int == 2)
         for key in ["send", "workers_1", "workers_2"] {
             let rounds = report["\(key)_rounds_per_s"] as? [Double] ?? []
             #expect(rounds.count == 2 && rounds.allSatisfy { $0 > 0 } && report["\(key)_per_s"] as? Double == rounds.max(), "\(key): \(report)")
+        }
+        for n in [1, 2] {
+            let shares = report["workers_\(n)_rounds_enqueue_share"] as? [Double] ?? []
+            #expect(shares.count == 2 && shares.allSatisfy { $0 > 0 && $0 <= 1 }, "\(report)")
         }
         #expect((report["pgbench_1_rows_per_s"] as? Double ?? 0) > 0 && (report["pgbench_2_rows_per_s"] as? Double ?? 0) > 0, "\(report)")
         let ratio = try #require(report["ratio_1_worker_to_send"] as? Double)
