@@ -115,10 +115,15 @@ public struct PostgresQueueSource: NotificationSource {
 
     /// Notes a claim's rows in the book, and drops the leases it took over with nothing left to
     /// send (if that fails, they run out again and the next claim that takes them drops them).
+    /// Rows of a lease this worker holds already are not sent again (``LeaseBook/claim(_:)``).
     func noted(_ claim: PostgresQueue.Claim) async -> [PostgresQueue.Claimed] {
-        book.claim(claim.rows)
-        if !claim.emptyLeases.isEmpty { try? await queue.dropLeases(claim.emptyLeases) }
-        return claim.rows
+        let rows = book.claim(claim.rows)
+        if rows.count < claim.rows.count {
+            onProblem("a claim took over a lease this worker holds (it was started before the lease was claimed, and ran after it had run out); its \(claim.rows.count - rows.count) rows in flight here are not sent again")
+        }
+        let empty = claim.emptyLeases.filter { !book.holds($0) }
+        if !empty.isEmpty { try? await queue.dropLeases(empty) }
+        return rows
     }
 
     /// The rows of this worker's unanswered claims, noted in the book like a claim's.

@@ -59,12 +59,21 @@ public final class LeaseBook: Sendable {
     let stopRequested = Atomic<Bool>(false)
     public init() {}
     /// Rows just claimed: held (and their leases renewed) from now on, before they are emitted.
-    func claim(_ claimed: [PostgresQueue.Claimed]) {
+    /// Returns them, less the rows of leases held here already. A claim that runs ahead carries
+    /// the leases held when it started; if one claimed after that ran out before the claim reached
+    /// the database (an outage longer than a lease), the claim took it over, and its rows are in
+    /// flight here already.
+    @discardableResult
+    func claim(_ claimed: [PostgresQueue.Claimed]) -> [PostgresQueue.Claimed] {
         rows.withLock { r in
-            r.claimed += claimed.count
-            for row in claimed { r.leases[row.lease, default: Lease()].remaining += 1 }
+            let fresh = claimed.filter { r.leases[$0.lease] == nil }
+            r.claimed += fresh.count
+            for row in fresh { r.leases[row.lease, default: Lease()].remaining += 1 }
+            return fresh
         }
     }
+    /// Whether rows of `lease` are held here (claimed, in flight, or their outcome not yet written).
+    func holds(_ lease: Int64) -> Bool { rows.withLock { $0.leases[lease] != nil } }
     /// A claim failed without an answer: it may have committed, leasing rows no one here knows of.
     func claimUnanswered(_ token: Int64) { rows.withLock { $0.unansweredClaims.append(token) } }
     /// The unanswered claims to look for, and forgets them.

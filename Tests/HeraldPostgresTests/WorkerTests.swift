@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-import HeraldPostgres
+@testable import HeraldPostgres
 import HeraldTestSupport
 import Testing
 
@@ -146,6 +146,29 @@ struct WorkerTests {
         let run = try await drainWorker(queue)
         #expect(run.snapshot.entered == 10 && run.report.written == 10 && run.report.possibleDuplicates == 10, "\(run.report)")
         await #expect(try tally(cluster, db) == ["done|accepted": 10])
+        await queue.close()
+    }
+
+    // Claims run ahead with the leases held when they start. Under an outage longer than a lease,
+    // one could reach the database after a lease claimed since had run out, take it over as this
+    // worker's own lease out of flight, and send its rows a second time.
+    @Test("a claim started before this worker held a lease, and run after that lease ran out, takes it over: its rows, in flight here already, are not sent again")
+    func staleClaimTakesOwnLease() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = try await openQueue(cluster, db, owner: "ahead", batch: 10)
+        #expect(try await queue.enqueue(requestLines(20).lines) == 20)
+        let problems = ProblemLog()
+        let (source, _) = queue.worker(drain: true) { problems.add($0) }
+        let held = await source.noted(PostgresQueue.Claim(rows: try await claimSoon(queue, limit: 10), emptyLeases: []))
+        #expect(held.count == 10)
+        try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second'")
+        // Started before the first claim was noted: it knows of no lease held here.
+        let stale = try await queue.claim(limit: 10, inFlight: [], token: queue.nextClaimToken())
+        #expect(stale.rows.count == 20, "the lease taken over and 10 new rows: \(stale.rows.count)")
+        let sent = await source.noted(stale)
+        #expect(sent.count == 10 && Set(sent.map(\.id)).isDisjoint(with: held.map(\.id)), "\(sent.map(\.id))")
+        #expect(problems.all.count == 1 && problems.all[0].contains("not sent again"), "\(problems.all)")
+        #expect(source.book.held == 20)
         await queue.close()
     }
 
