@@ -478,11 +478,13 @@ extension PostgresQueue {
                 WHERE o.owner = $1
             ), back AS (
                 -- Only rows the lease still holds: sent again after a lost answer, a release that
-                -- committed finds its rows gone from the lease, and gives back nothing twice.
+                -- committed finds its rows gone from the lease, and gives back nothing twice. (One
+                -- INTERSECT per group: the lease's rows are listed once, not once per row given back.)
                 INSERT INTO herald_leases (ids, owner, expires, attempts)
-                SELECT array_agg(x ORDER BY x), '', '-infinity', max(g.attempts)
-                FROM g JOIN herald_leases l ON l.lease = g.lease CROSS JOIN unnest(g.ids) AS x
-                WHERE g.release AND x IN (SELECT y FROM \(PostgresQueue.leaseRows(of: "l")) AS y)
+                SELECT array_agg(k.x ORDER BY k.x), '', '-infinity', max(g.attempts)
+                FROM g JOIN herald_leases l ON l.lease = g.lease
+                CROSS JOIN LATERAL (SELECT unnest(g.ids) INTERSECT SELECT y FROM \(PostgresQueue.leaseRows(of: "l")) AS y) AS k(x)
+                WHERE g.release
                 HAVING count(*) > 0
                 RETURNING cardinality(ids) AS n
             ), trimmed AS (
