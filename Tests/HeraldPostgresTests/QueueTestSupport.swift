@@ -86,6 +86,14 @@ func drainWorker(_ queue: PostgresQueue, problems: ProblemLog? = nil) async thro
     return WorkerRun(snapshot: snapshot, report: report)
 }
 
+/// Claimed rows with these outcomes, as the writer hands them to ``PostgresQueue/finish(_:completing:)``
+/// (which reads no sequence number).
+func finished(_ rows: [PostgresQueue.Claimed], _ outcomes: [Outcome]) -> [PostgresQueue.Finished] {
+    zip(rows, outcomes).map { row, outcome in
+        PostgresQueue.Finished(id: row.id, lease: row.lease, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: outcome))
+    }
+}
+
 /// Problems a worker reported.
 final class ProblemLog: Sendable {
     let lines = Mutex<[String]>([])

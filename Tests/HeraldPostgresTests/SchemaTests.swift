@@ -32,10 +32,7 @@ struct SchemaTests {
         #expect(try await queue.enqueue(requestLines(1000).lines) == 1000)
         let rows = try await claimSoon(queue, limit: 1000)
         #expect(rows.count == 1000 && Set(rows.map(\.lease)).count == 1)
-        let finished = rows.enumerated().map { k, row in
-            PostgresQueue.Finished(id: row.id, lease: row.lease, record: OutcomeRecord(sequence: UInt64(k), line: nil, id: nil, token: nil, outcome: .accepted))
-        }
-        let result = try await queue.finish(finished, completing: [rows[0].lease])
+        let result = try await queue.finish(finished(rows, Array(repeating: .accepted, count: rows.count)), completing: [rows[0].lease])
         #expect(result.written == 1000)
         // pg_column_compression is null for a value stored uncompressed; the toast table stays empty.
         let stored = try await cluster.psql(db, """

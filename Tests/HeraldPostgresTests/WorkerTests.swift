@@ -97,10 +97,7 @@ struct WorkerTests {
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state = 'done' AND lease_owner = 'live-worker'") == "100")
 
         // The dead worker comes back and writes what it had: nothing changes, and it is told so.
-        let late = held.map {
-            PostgresQueue.Finished(id: $0.id, lease: $0.lease, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: .failed("late")))
-        }
-        let result = try await dead.finish(late)
+        let result = try await dead.finish(finished(held, Array(repeating: .failed("late"), count: held.count)))
         #expect(result.written == 0)
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE outcome = 'failed'") == "0")
         await dead.close()
@@ -182,11 +179,8 @@ struct WorkerTests {
         let held = try await claimSoon(queue, limit: 3)
         #expect(held.count == 3 && Set(held.map(\.lease)).count == 1)
         let outcomes: [Outcome] = [.failed(OutcomeReason(.abandoned, "a second signal")), .accepted, .accepted]
-        let finished = zip(held, outcomes).map { row, outcome in
-            PostgresQueue.Finished(id: row.id, lease: row.lease, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: outcome))
-        }
-        let first = try await queue.finish(finished)
-        let again = try await queue.finish(finished)
+        let first = try await queue.finish(finished(held, outcomes))
+        let again = try await queue.finish(finished(held, outcomes))
         #expect(first.written == 2 && first.released == 1, "\(first)")
         #expect(again.written == 2 && again.released == 0, "\(again)")
         // The row given back is in one lease, not two.
@@ -215,10 +209,7 @@ struct WorkerTests {
             .failed(OutcomeReason(.abandoned, "a second signal")), .failed(OutcomeReason(.shutdownDeadline, "the drain deadline")),
             .failed(OutcomeReason(.gatewayUnreachable, "the gateway is down")),
         ]
-        let finished = zip(held, outcomes).map { row, outcome in
-            PostgresQueue.Finished(id: row.id, lease: row.lease, record: OutcomeRecord(sequence: 0, line: nil, id: nil, token: nil, outcome: outcome))
-        }
-        let result = try await queue.finish(finished)
+        let result = try await queue.finish(finished(held, outcomes))
         #expect(result.written == 1 && result.released == 2 && result.possibleDuplicates == 0)
         await #expect(try tally(cluster, db) == ["done|failed": 1, "queued|-": 2])
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE state = 'queued' AND lease_owner IS NULL AND finished_at IS NULL") == "2")
