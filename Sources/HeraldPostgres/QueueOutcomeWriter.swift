@@ -13,6 +13,10 @@ public final class LeaseBook: Sendable {
         /// An outcome write for some of its rows was given up: the lease must not be dropped, so
         /// that it runs out and those rows are taken over.
         var lost = false
+        /// The lease's claims when this worker claimed it: what its rows' outcomes record. A claim
+        /// of this worker's that took the lease over again meanwhile (``claim(_:)``) sent nothing
+        /// twice, so it does not count.
+        var attempts = 1
     }
     /// Rows emitted together (a claim's), numbered from `first` on: no per-row hashing, a claim's
     /// rows are noted with one lock and found again by their place.
@@ -68,7 +72,10 @@ public final class LeaseBook: Sendable {
         rows.withLock { r in
             let fresh = claimed.filter { r.leases[$0.lease] == nil }
             r.claimed += fresh.count
-            for row in fresh { r.leases[row.lease, default: Lease()].remaining += 1 }
+            for row in fresh {
+                r.leases[row.lease, default: Lease()].remaining += 1
+                r.leases[row.lease]!.attempts = row.attempts
+            }
             return fresh
         }
     }
@@ -89,12 +96,13 @@ public final class LeaseBook: Sendable {
         }
     }
     /// The row and lease of a decided sequence number: held, as unwritten, until ``settle(_:written:)``.
-    func take(_ sequence: UInt64) -> (row: Int64, lease: Int64)? {
+    func take(_ sequence: UInt64) -> (row: Int64, lease: Int64, attempts: Int)? {
         rows.withLock { r in
             guard let (i, k) = r.find(sequence) else { return nil }
             r.spans[i].decided[k] = true
             r.spans[i].open -= 1
-            let held = (r.spans[i].rows[k], r.spans[i].leases[k])
+            let lease = r.spans[i].leases[k]
+            let held = (r.spans[i].rows[k], lease, r.leases[lease]?.attempts ?? 1)
             if r.spans[i].open == 0 { r.spans.remove(at: i) }
             r.undecided -= 1
             r.unwritten += 1
@@ -203,7 +211,7 @@ public final class QueueOutcomeWriter: OutcomeObserver {
                     s.report.unmapped += 1
                     continue
                 }
-                s.pending.append(PostgresQueue.Finished(id: held.row, lease: held.lease, record: r))
+                s.pending.append(PostgresQueue.Finished(id: held.row, lease: held.lease, record: r, attempts: held.attempts))
             }
         }
         wake.yield()
@@ -341,10 +349,13 @@ extension PostgresQueue {
         public var id: Int64
         public var lease: Int64
         public var record: OutcomeRecord
-        public init(id: Int64, lease: Int64, record: OutcomeRecord) {
+        /// The lease's claims when this worker claimed the row (nil: the lease's count when written).
+        public var attempts: Int?
+        public init(id: Int64, lease: Int64, record: OutcomeRecord, attempts: Int? = nil) {
             self.id = id
             self.lease = lease
             self.record = record
+            self.attempts = attempts
         }
     }
 
@@ -365,6 +376,8 @@ extension PostgresQueue {
         var code = ""
         var reason = ""
         var release = false
+        /// The claims recorded (-1: the lease's count when written).
+        var attempts: Int32 = -1
     }
 
     /// The groups of `rows`, in order of first appearance, each with its rows' positions in the
@@ -377,7 +390,8 @@ extension PostgresQueue {
         var last: (OutcomeGroup, Int)?
         for f in rows {
             let r = f.record
-            var g = OutcomeGroup(lease: f.lease, outcome: r.outcome.kind.rawValue, release: Self.releases(r.outcome))
+            var g = OutcomeGroup(
+                lease: f.lease, outcome: r.outcome.kind.rawValue, release: Self.releases(r.outcome), attempts: f.attempts.map { Int32(clamping: $0) } ?? -1)
             switch r.outcome {
             case .rejected(let status):
                 g.status = Int32(clamping: status.rawValue)
@@ -457,10 +471,12 @@ extension PostgresQueue {
                 -- but renewing them goes on, however long the write takes.
                 SELECT lease, attempts FROM herald_leases WHERE lease = ANY($2::bigint[]) AND owner = $1 FOR KEY SHARE
             ), g AS (
-                SELECT g.*, m.attempts, ($3::bigint[])[g.lo:g.hi] AS ids,
+                -- The claims as when this worker claimed the rows: a takeover by one of its own
+                -- claims since, which sent nothing twice, is not counted.
+                SELECT g.*, coalesce(nullif(g.claimed, -1), m.attempts) AS attempts, ($3::bigint[])[g.lo:g.hi] AS ids,
                        CASE WHEN cardinality($4::text[]) > 0 THEN ($4::text[])[g.lo:g.hi] END AS apns
-                FROM unnest($2::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::bool[], $10::int[], $11::int[])
-                    AS g(lease, outcome, status, code, reason, release, lo, hi)
+                FROM unnest($2::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::bool[], $10::int[], $11::int[], $14::int[])
+                    AS g(lease, outcome, status, code, reason, release, lo, hi, claimed)
                 JOIN mine m ON m.lease = g.lease
             ), w AS (
                 INSERT INTO herald_outcomes (lease, first_id, ids, outcome, status, reason_code, reason, apns_ids, possible_duplicate, attempts, owner)
@@ -505,7 +521,7 @@ extension PostgresQueue {
             """
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .int8Array, .int8Array, .textArray, .textArray, .int4Array, .textArray, .textArray, .boolArray, .int4Array, .int4Array,
-            .int8Array, .int8Array,
+            .int8Array, .int8Array, .int4Array,
         ]
         typealias Row = (Int, Int, Int, String)
 
@@ -519,7 +535,7 @@ extension PostgresQueue {
 
         /// In the order of `bindingDataTypes`: the groups' columns as arrays, one element per group.
         func makeBindings() throws -> PostgresBindings {
-            var b = PostgresBindings(capacity: 13)
+            var b = PostgresBindings(capacity: 14)
             b.append(owner)
             b.append(groups.map(\.lease))
             b.append(ids)
@@ -533,6 +549,7 @@ extension PostgresQueue {
             b.append(bounds.map(\.hi))
             b.append(released)
             b.append(completing)
+            b.append(groups.map(\.attempts))
             return b
         }
 

@@ -155,7 +155,7 @@ struct WorkerTests {
         let queue = try await openQueue(cluster, db, owner: "ahead", batch: 10)
         #expect(try await queue.enqueue(requestLines(20).lines) == 20)
         let problems = ProblemLog()
-        let (source, _) = queue.worker(drain: true) { problems.add($0) }
+        let (source, writer) = queue.worker(drain: true) { problems.add($0) }
         let held = await source.noted(PostgresQueue.Claim(rows: try await claimSoon(queue, limit: 10), emptyLeases: []))
         #expect(held.count == 10)
         try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second'")
@@ -166,6 +166,13 @@ struct WorkerTests {
         #expect(sent.count == 10 && Set(sent.map(\.id)).isDisjoint(with: held.map(\.id)), "\(sent.map(\.id))")
         #expect(problems.all.count == 1 && problems.all[0].contains("not sent again"), "\(problems.all)")
         #expect(source.book.held == 20)
+        // Written once, as claimed once: the takeover sent nothing twice, so nothing is marked.
+        source.book.hold(held, from: 0)
+        writer.start()
+        writer.observe(held.indices.map { OutcomeRecord(sequence: UInt64($0), line: nil, id: nil, token: nil, outcome: .accepted) })
+        let report = await writer.finish()
+        #expect(report.written == 10 && report.possibleDuplicates == 0, "\(report)")
+        await #expect(try cluster.psql(db, "SELECT count(*) FILTER (WHERE attempts = 1 AND NOT possible_duplicate) FROM herald_rows WHERE state = 'done'") == "10")
         await queue.close()
     }
 
