@@ -445,7 +445,13 @@ extension PostgresQueue {
                                   ORDER BY expires LIMIT 2 FOR UPDATE SKIP LOCKED)
                 RETURNING l.*
             ), c AS (
-                SELECT xid, id FROM herald_cursor FOR UPDATE
+                -- Locked only when a row waits after it: a claim that finds nothing neither queues
+                -- behind a claim in progress (idle workers all claim on each NOTIFY) nor writes (a
+                -- row lock takes a transaction id, and a WAL flush at commit).
+                SELECT k.xid, k.id FROM herald_cursor k
+                WHERE EXISTS (SELECT 1 FROM notifications n
+                              WHERE (n.xid, n.id) > (k.xid, k.id) AND n.xid < pg_snapshot_xmin(pg_current_snapshot()))
+                FOR UPDATE
             ), picked AS (
                 SELECT n.xid, n.id, n.body FROM notifications n
                 WHERE \(PostgresQueue.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())

@@ -130,6 +130,31 @@ struct WorkerTests {
         await queue.close()
     }
 
+    @Test("a claim that finds nothing does not wait for the cursor (it does not lock it): idle workers do not queue behind a claim in progress")
+    func emptyClaimLeavesCursor() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = try await openQueue(cluster, db, owner: "idle")
+        #expect(try await queue.enqueue(requestLines(3).lines) == 3)
+        #expect(try await claimSoon(queue, limit: 10).count == 3)
+        // Another session holds the cursor (as a claim in progress does) for 6 s.
+        let holder = Task { try await cluster.psql(db, "BEGIN; SELECT * FROM herald_cursor FOR UPDATE; SELECT pg_sleep(6); COMMIT") }
+        defer { holder.cancel() }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(10)
+        let locked = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'herald_cursor' AND l.mode = 'RowShareLock' AND l.granted"
+        while try await cluster.psql(db, locked) == "0" && clock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let started = clock.now
+        let claim = try await queue.claim(limit: 10)
+        let waited = clock.now - started
+        #expect(claim.rows.isEmpty && claim.emptyLeases.isEmpty)
+        #expect(waited < .seconds(3), "an empty claim waited \(waited) for the cursor")
+        _ = try await holder.value
+        // A row queued now is claimed as before (the cursor is locked then, and moved).
+        #expect(try await queue.enqueue(requestLines(1).lines) == 1)
+        #expect(try await claimSoon(queue, limit: 10).count == 1)
+        await queue.close()
+    }
+
     @Test("a worker alone takes back its own expired rows once it no longer has them in flight (an outcome write lost), never one it still has")
     func ownExpiredRows() async throws {
         let (cluster, db) = try await freshDatabase()
