@@ -43,6 +43,9 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     public var caFile: String?
     /// The name the server's certificate must carry; `nil`: `host`.
     public var serverName: String?
+    /// Both pools keep all their connections open from the start, rather than opening them as
+    /// statements need them (`herald bench queue` measures workers already running).
+    package var connectionsKeptOpen = false
 
     /// How the connection to PostgreSQL is protected.
     public enum TLSMode: String, Sendable, CaseIterable {
@@ -114,6 +117,7 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
             host: host, port: port, username: user, password: password, database: database,
             tls: tls == .verifyFull ? .require(tlsConfiguration) : .disable)
         c.options.maximumConnections = 4
+        if connectionsKeptOpen { c.options.minimumConnections = 4 }
         c.options.connectTimeout = connectTimeout
         c.options.tlsServerName = serverName
         return c
@@ -127,6 +131,7 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     var plannedClient: PostgresClient.Configuration {
         var c = client
         c.options.maximumConnections = 4
+        if connectionsKeptOpen { c.options.minimumConnections = 4 }
         c.options.additionalStartupParameters = [("plan_cache_mode", "force_generic_plan")]
         return c
     }
