@@ -8,7 +8,7 @@ import PostgresNIO
 ///
 /// ```json
 /// { "queue": { "type": "postgres", "host": "127.0.0.1", "port": 5432, "user": "herald",
-///              "database": "herald", "passwordEnv": "HERALD_PG_PASSWORD", "lease": 30, "batch": 1000 } }
+///              "database": "herald", "passwordEnv": "HERALD_PG_PASSWORD", "lease": 30, "batch": 2000 } }
 /// ```
 ///
 /// The password comes from a file (`passwordFile`) or an environment variable
@@ -26,8 +26,10 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     public var password: String?
     /// How long a claimed row stays leased without renewal; workers renew every third of it.
     public var lease: Duration = .seconds(30)
-    /// Rows claimed at a time.
-    public var batch = 1000
+    /// Rows claimed at a time. Each claim and outcome write has a cost of its own besides its
+    /// rows': at 2,000 rather than 1,000, one worker draining 200,000 rows took 15% less time
+    /// and the database 15-25% less CPU. Fewer rows spread a small burst over more workers.
+    public var batch = 2000
     /// How long an idle worker waits for a `NOTIFY` before it looks at the table anyway.
     public var poll: Duration = .seconds(1)
     /// Outcomes written back per statement, at most.
