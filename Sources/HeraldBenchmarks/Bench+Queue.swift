@@ -54,6 +54,7 @@ struct BenchQueue: AsyncParsableCommand {
         report.add("benchmark", "queue")
         report.add("notifications", count)
         report.add("rounds", rounds)
+        report.add("cores", ProcessInfo.processInfo.activeProcessorCount)
         report.add("producers", producers)
         let control = PostgresQueue(configuration: queueConfiguration, owner: "bench-control")
         try await control.migrate()
@@ -62,6 +63,7 @@ struct BenchQueue: AsyncParsableCommand {
         var sendRates: [Double] = []
         var workerRates = [[Double]](repeating: [], count: counts.count)
         var enqueueShares = [[Double]](repeating: [], count: counts.count)
+        var coresBusy = [[Double]](repeating: [], count: counts.count)
         for _ in 0..<rounds {
             sendRates.append(Double(count) / (try await benchSendSeconds(input: input, count: count)))
             for (k, n) in counts.enumerated() {
@@ -69,6 +71,7 @@ struct BenchQueue: AsyncParsableCommand {
                 let run = try await Self.endToEnd(bodies, workers: n, producers: producers, configuration: queueConfiguration, control: control)
                 workerRates[k].append(run.rate)
                 enqueueShares[k].append(run.enqueueShare)
+                if let busy = run.coresBusy { coresBusy[k].append(busy) }
             }
         }
         let sendRate = sendRates.max()!
@@ -78,6 +81,7 @@ struct BenchQueue: AsyncParsableCommand {
             report.add("workers_\(n)_per_s", workerRates[k].max()!, places: 0)
             report.add("workers_\(n)_rounds_per_s", workerRates[k], places: 0)
             report.add("workers_\(n)_rounds_enqueue_share", enqueueShares[k], places: 2)
+            if !coresBusy[k].isEmpty { report.add("workers_\(n)_rounds_cores_busy", coresBusy[k], places: 2) }
             if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: bodies, dir: dir) {
                 report.add("pgbench_\(n)_rows_per_s", bare, places: 0)
             }
@@ -96,7 +100,7 @@ struct BenchQueue: AsyncParsableCommand {
     /// process, and the share of that time the enqueue took (near 1: the workers kept up with it).
     static func endToEnd(
         _ bodies: [String], workers n: Int, producers: Int, configuration: PostgresQueueConfiguration, control: PostgresQueue
-    ) async throws -> (rate: Double, enqueueShare: Double) {
+    ) async throws -> (rate: Double, enqueueShare: Double, coresBusy: Double?) {
         var running = configuration
         running.connectionsKeptOpen = true
         let queues = (0..<n).map { PostgresQueue(configuration: running, owner: "bench-worker-\($0)") }
@@ -117,6 +121,7 @@ struct BenchQueue: AsyncParsableCommand {
             warmed += try await control.enqueue(Array(bodies.prefix(n * configuration.batch)))
             while written() < warmed { try await Task.sleep(for: .milliseconds(5)) }
         }
+        let cpuBefore = CPUTimes.now()
         let started = ContinuousClock.now
         // Each producer its own connection, taking every producers-th chunk of 5,000 rows.
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -133,12 +138,39 @@ struct BenchQueue: AsyncParsableCommand {
         // The writers' own counts (outcomes committed): polling the table would load the database being measured.
         while written() < warmed + bodies.count { try await Task.sleep(for: .milliseconds(5)) }
         let seconds = (ContinuousClock.now - started).inSeconds
+        let busy = cpuBefore.flatMap { before in CPUTimes.now().map { $0.coresBusy(since: before) } }
         for (pipeline, _) in pipelines { pipeline.shutdown() }
         var total = 0
         for r in runs { total += try await r.value.written }
         for q in queues { await q.close() }
         guard total == warmed + bodies.count else { throw BenchError("\(n) workers wrote \(total) of \(warmed + bodies.count) outcomes") }
-        return (Double(bodies.count) / seconds, (enqueued - started).inSeconds / seconds)
+        return (Double(bodies.count) / seconds, (enqueued - started).inSeconds / seconds, busy)
+    }
+
+    /// The machine's CPU time so far, all cores, from `/proc/stat` (Linux; `nil` elsewhere): how busy
+    /// it was during a run, whoever kept it busy (this process, the database, anything else).
+    struct CPUTimes {
+        var busy: Double
+        var total: Double
+        var cores: Int
+
+        static func now() -> CPUTimes? {
+            guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+                  let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
+            else { return nil }
+            // user nice system idle iowait irq softirq steal
+            let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+            guard f.count >= 8 else { return nil }
+            let idle = f[3] + f[4]
+            let total = f[0..<8].reduce(0, +)
+            return CPUTimes(busy: total - idle, total: total, cores: ProcessInfo.processInfo.activeProcessorCount)
+        }
+
+        /// Cores busy on average since `earlier` (0 to the number of cores).
+        func coresBusy(since earlier: CPUTimes) -> Double {
+            let total = self.total - earlier.total
+            return total > 0 ? Double(cores) * (busy - earlier.busy) / total : 0
+        }
     }
 
     /// The claim and the outcome write, bare: `pgbench` running one statement that claims 500

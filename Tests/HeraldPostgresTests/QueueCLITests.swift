@@ -148,9 +148,13 @@ struct QueueCLITests {
             let rounds = report["\(key)_rounds_per_s"] as? [Double] ?? []
             #expect(rounds.count == 2 && rounds.allSatisfy { $0 > 0 } && report["\(key)_per_s"] as? Double == rounds.max(), "\(key): \(report)")
         }
+        let cores = try #require(report["cores"] as? Int)
         for n in [1, 2] {
             let shares = report["workers_\(n)_rounds_enqueue_share"] as? [Double] ?? []
             #expect(shares.count == 2 && shares.allSatisfy { $0 > 0 && $0 <= 1 }, "\(report)")
+            // The run keeps this machine's cores busy (the workers, the database): how busy, of how many.
+            let busy = report["workers_\(n)_rounds_cores_busy"] as? [Double] ?? []
+            #expect(busy.count == 2 && busy.allSatisfy { $0 > 0 && $0 <= Double(cores) + 0.01 }, "\(report)")
         }
         #expect((report["pgbench_1_rows_per_s"] as? Double ?? 0) > 0 && (report["pgbench_2_rows_per_s"] as? Double ?? 0) > 0, "\(report)")
         let ratio = try #require(report["ratio_1_worker_to_send"] as? Double)
