@@ -155,11 +155,8 @@ struct BenchQueue: AsyncParsableCommand {
         var cores: Int
 
         static func now() -> CPUTimes? {
-            guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-                  let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
-            else { return nil }
             // user nice system idle iowait irq softirq steal
-            let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+            guard let f = procFields("/proc/stat", "cpu ")?.compactMap({ Double($0) }) else { return nil }
             guard f.count >= 8 else { return nil }
             let idle = f[3] + f[4]
             let total = f[0..<8].reduce(0, +)

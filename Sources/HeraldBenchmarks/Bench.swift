@@ -33,20 +33,23 @@ struct BenchError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Results printed as one JSON object on standard output.
 /// Peak resident memory of this process, in MiB (VmHWM).
 func peakResidentMiB() -> Double {
-    guard let f = fopen("/proc/self/status", "r") else { return -1 }
+    guard let kb = procFields("/proc/self/status", "VmHWM:")?.first.flatMap({ Double($0) }) else { return -1 }
+    return kb / 1024
+}
+
+/// The fields (split on blanks) after `prefix` on the first line of a `/proc` file (Linux) that
+/// starts with it; `nil` when the file cannot be read or has no such line.
+func procFields(_ path: String, _ prefix: String) -> [Substring]? {
+    guard let f = fopen(path, "r") else { return nil }
     defer { fclose(f) }
     var line = [CChar](repeating: 0, count: 256)
     while fgets(&line, 256, f) != nil {
         let s = String(cString: line)
-        if s.hasPrefix("VmHWM:") {
-            let kb = Double(s.split(separator: " ").dropFirst().first(where: { !$0.isEmpty }) ?? "0") ?? 0
-            return kb / 1024
-        }
+        if s.hasPrefix(prefix) { return s.dropFirst(prefix.count).split(whereSeparator: \.isWhitespace) }
     }
-    return -1
+    return nil
 }
 
 /// Times `body` and returns seconds.

@@ -119,7 +119,8 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
             host: host, port: port, username: user, password: password, database: database,
             tls: tls == .verifyFull ? .require(tlsConfiguration) : .disable)
         c.options.maximumConnections = 4
-        if connectionsKeptOpen { c.options.minimumConnections = 4 }
+        // (The planned pool, a copy of this one, keeps its connections open likewise.)
+        if connectionsKeptOpen { c.options.minimumConnections = c.options.maximumConnections }
         c.options.connectTimeout = connectTimeout
         c.options.tlsServerName = serverName
         return c
@@ -133,7 +134,6 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     var plannedClient: PostgresClient.Configuration {
         var c = client
         c.options.maximumConnections = 4
-        if connectionsKeptOpen { c.options.minimumConnections = 4 }
         c.options.additionalStartupParameters = [("plan_cache_mode", "force_generic_plan")]
         return c
     }
