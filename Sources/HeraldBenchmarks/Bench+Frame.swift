@@ -169,6 +169,7 @@ struct BenchFrame: AsyncParsableCommand {
         report.add("encoded_frames_per_cpu_second", Double(encodeCount) / encodeCPU, places: 0)
         report.add("baseline_naive_array_frames_per_second", Double(baselineCount) / naiveSeconds, places: 0)
         report.add("baseline_foundation_data_frames_per_second", Double(baselineCount) / dataSeconds, places: 0)
+        report.add("speedup_vs_naive", (Double(encodeCount) / encodeSeconds) / (Double(baselineCount) / naiveSeconds), places: 2)
         report.add("validated_frames", validated)
         report.add("validate_seconds", validateSeconds, places: 3)
         report.add("validated_frames_per_second", Double(validated) / validateSeconds, places: 0)

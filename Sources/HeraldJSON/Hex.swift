@@ -55,16 +55,35 @@
     /// hex digit (an odd count reports its length).
     package static func decode(_ text: some Collection<UInt8>) -> Result<[UInt8], HexError> {
         if text.count % 2 != 0 { return .failure(HexError(offset: text.count)) }
-        var out = [UInt8](repeating: 0, count: text.count / 2)
-        var i = text.startIndex
-        for k in out.indices {
-            guard let hi = nibble(text[i]) else { return .failure(HexError(offset: 2 * k)) }
-            i = text.index(after: i)
-            guard let lo = nibble(text[i]) else { return .failure(HexError(offset: 2 * k + 1)) }
-            i = text.index(after: i)
+        if let done = text.withContiguousStorageIfAvailable({ decode(UnsafeRawBufferPointer($0)) }) { return done }
+        return Array(text).withUnsafeBytes { decode($0) }
+    }
+
+    /// ``decode(_:)-(some Collection<UInt8>)`` for bytes in memory.
+    package static func decode(_ text: UnsafeRawBufferPointer) -> Result<[UInt8], HexError> {
+        if text.count % 2 != 0 { return .failure(HexError(offset: text.count)) }
+        var failure: HexError?
+        let out = [UInt8](unsafeUninitializedCapacity: text.count / 2) { buffer, count in
+            failure = decode(text, into: UnsafeMutableRawBufferPointer(buffer))
+            count = failure == nil ? text.count / 2 : 0
+        }
+        if let failure { return .failure(failure) }
+        return .success(out)
+    }
+
+    /// Decodes an even number of hex digits into `out` (at least half their
+    /// count long); the first byte that is not a hex digit, or nil. Not
+    /// generic, so no caller runs it through a collection's witness table
+    /// (that made parsing a device token three times dearer).
+    package static func decode(_ text: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) -> HexError? {
+        let n = text.count / 2
+        precondition(out.count >= n)
+        for k in 0..<n {
+            guard let hi = nibble(text[2 &* k]) else { return HexError(offset: 2 &* k) }
+            guard let lo = nibble(text[2 &* k &+ 1]) else { return HexError(offset: 2 &* k &+ 1) }
             out[k] = hi << 4 | lo
         }
-        return .success(out)
+        return nil
     }
 }
 

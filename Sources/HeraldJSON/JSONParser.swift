@@ -7,6 +7,8 @@
 public struct JSONParser {
     /// The deepest nesting accepted.
     public static let maximumDepth = 256
+    /// Objects up to this many keys are searched in place for a duplicate key; larger ones use a set.
+    static let linearKeyLimit = 16
 
     /// Parses one complete JSON text.
     public static func parse(_ bytes: some Collection<UInt8>) throws(JSONError) -> JSONValue {
@@ -97,7 +99,10 @@ public struct JSONParser {
             guard depth < Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
             i += 1
             var obj = JSONObject()
-            var seen = Set<String>()
+            // Duplicate keys: a small object (a request has a handful of keys) is searched
+            // in place, which costs less than hashing each key into a set; a set is made
+            // once an object has `Self.linearKeyLimit` keys.
+            var seen: Set<String>? = nil
             skipWhitespace()
             if i < end && base[i] == UInt8(ascii: "}") { i += 1; return .object(obj) }
             while true {
@@ -105,7 +110,17 @@ public struct JSONParser {
                 guard i < end, base[i] == UInt8(ascii: "\"") else { throw error("expected a string key") }
                 let keyOffset = i
                 let key = try parseString()
-                if !seen.insert(key).inserted { throw error("duplicate key \"\(key)\"", at: keyOffset) }
+                let duplicate: Bool
+                if seen != nil {
+                    duplicate = !seen!.insert(key).inserted
+                } else if obj.count < Self.linearKeyLimit {
+                    duplicate = obj.containsKey(key)
+                } else {
+                    var keys = Set(obj.keys)
+                    duplicate = !keys.insert(key).inserted
+                    seen = keys
+                }
+                if duplicate { throw error("duplicate key \"\(key)\"", at: keyOffset) }
                 skipWhitespace()
                 guard i < end, base[i] == UInt8(ascii: ":") else { throw error("expected ':' after key") }
                 i += 1

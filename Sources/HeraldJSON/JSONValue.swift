@@ -123,6 +123,12 @@ public struct JSONObject: Sendable, Hashable, Sequence {
     /// Appends without checking for an existing key (the parser checks).
     mutating func appendUnchecked(_ key: String, _ value: JSONValue) { entries.append((key, value)) }
 
+    /// Whether `key` is one of the keys (a linear search: for small objects).
+    func containsKey(_ key: String) -> Bool {
+        for i in entries.indices where entries[i].key == key { return true }
+        return false
+    }
+
     public func makeIterator() -> IndexingIterator<[(key: String, value: JSONValue)]> { entries.makeIterator() }
 
     public static func == (a: JSONObject, b: JSONObject) -> Bool {

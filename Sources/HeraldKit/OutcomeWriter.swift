@@ -31,20 +31,84 @@ public final class OutcomeWriter: OutcomeObserver {
         var pending = 0
     }
 
-    /// Writes to a file (created or truncated, readable by its owner only:
-    /// it holds full device tokens), or standard output for `-`.
-    public init(path: String, onFailure: @escaping @Sendable (IOError) -> Void = { _ in }) throws(IOError) {
+    /// How an outcomes file is opened.
+    public enum FileMode: Sendable, Hashable {
+        /// Lines are added after what the file holds (`O_APPEND`); the file is never truncated.
+        /// The default: a restart keeps the previous run's outcomes.
+        case append
+        /// The file is emptied first (only once this process holds its lock): `herald send --overwrite-outcomes`.
+        case overwrite
+    }
+
+    /// Writes to a file (created readable by its owner only: it holds full
+    /// device tokens), or standard output for `-`.
+    ///
+    /// A file is opened with `O_APPEND` and never truncated unless `mode` is
+    /// ``FileMode/overwrite``. Before anything is written to it this process
+    /// takes an exclusive lock on it (a POSIX record lock, released when the
+    /// process ends however it ends): a second herald writing outcomes to the
+    /// same file is refused, naming the process that holds it, and leaves the
+    /// file as it was. When the file's last line has no newline (a run that
+    /// was killed in the middle of a write), one is added first, so the next
+    /// line starts on a line of its own.
+    public init(path: String, mode: FileMode = .append, onFailure: @escaping @Sendable (IOError) -> Void = { _ in }) throws(OutcomeFileError) {
         self.onFailure = onFailure
         if path == "-" {
             fd = 1
             ownsDescriptor = false
             name = "standard output"
         } else {
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            if fd < 0 { throw IOError(path: path, errno: errno) }
+            // No O_TRUNC: the file may be another process's, which the lock below finds out.
+            // Read as well as written: the last byte is read to end a torn last line.
+            let fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            if fd < 0 { throw OutcomeFileError(path: path, "cannot open: \(String(cString: strerror(errno)))") }
+            do throws(OutcomeFileError) {
+                try Self.lock(fd, path: path)
+                if mode == .overwrite {
+                    if ftruncate(fd, 0) != 0 { throw OutcomeFileError(path: path, "cannot empty it: \(String(cString: strerror(errno)))") }
+                } else {
+                    try Self.endLastLine(fd, path: path)
+                }
+            } catch {
+                close(fd)
+                throw error
+            }
             self.fd = fd
             ownsDescriptor = true
             name = path
+        }
+    }
+
+    /// Takes the exclusive lock, or says which process has it.
+    static func lock(_ fd: Int32, path: String) throws(OutcomeFileError) {
+        var l = flock()
+        l.l_type = Int16(F_WRLCK)
+        l.l_whence = Int16(SEEK_SET)
+        if fcntl(fd, F_SETLK, &l) == 0 { return }
+        let code = errno
+        guard code == EAGAIN || code == EACCES else {
+            throw OutcomeFileError(path: path, "cannot lock it: \(String(cString: strerror(code)))")
+        }
+        var holder = flock()
+        holder.l_type = Int16(F_WRLCK)
+        holder.l_whence = Int16(SEEK_SET)
+        let pid = fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != Int16(F_UNLCK) ? " (pid \(holder.l_pid))" : ""
+        throw OutcomeFileError(
+            path: path, "another process\(pid) is writing outcomes to it; stop it first, or give this run another outcomes file")
+    }
+
+    /// Adds a newline when the file is not empty and does not end with one.
+    static func endLastLine(_ fd: Int32, path: String) throws(OutcomeFileError) {
+        let size = lseek(fd, 0, SEEK_END)
+        guard size > 0 else { return }
+        var last: UInt8 = 0
+        guard pread(fd, &last, 1, size - 1) == 1 else {
+            throw OutcomeFileError(path: path, "cannot read its last byte: \(String(cString: strerror(errno)))")
+        }
+        guard last != 0x0A else { return }
+        var newline: UInt8 = 0x0A
+        if Glibc.write(fd, &newline, 1) != 1 {
+            throw OutcomeFileError(path: path, "cannot end its last line: \(String(cString: strerror(errno)))")
         }
     }
 
@@ -129,4 +193,15 @@ public final class OutcomeWriter: OutcomeObserver {
             return error
         }
     }
+}
+
+/// An outcomes file that cannot be used: which file, and why.
+public struct OutcomeFileError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let path: String
+    public let reason: String
+    public init(path: String, _ reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+    public var description: String { "outcomes file \(path): \(reason)" }
 }

@@ -67,21 +67,10 @@ public struct CatalogLocalizer: Localizer {
             return
         }
         let chain = resolver.chain(for: request.language)
-        if let key = alert.locKey {
-            alert.body = try render(key, alert.locArgs, "loc", chain)
-            alert.locKey = nil
-            alert.locArgs = nil
-        }
-        if let key = alert.titleLocKey {
-            alert.title = try render(key, alert.titleLocArgs, "title-loc", chain)
-            alert.titleLocKey = nil
-            alert.titleLocArgs = nil
-        }
-        if let key = alert.subtitleLocKey {
-            alert.subtitle = try render(key, alert.subtitleLocArgs, "subtitle-loc", chain)
-            alert.subtitleLocKey = nil
-            alert.subtitleLocArgs = nil
-        }
+        if let key = alert.locKey { alert.body = try render(key, alert.locArgs, "loc", chain) }
+        if let key = alert.titleLocKey { alert.title = try render(key, alert.titleLocArgs, "title-loc", chain) }
+        if let key = alert.subtitleLocKey { alert.subtitle = try render(key, alert.subtitleLocArgs, "subtitle-loc", chain) }
+        alert.clearLocalizationKeys()
     }
 
     /// Renders `key` with `args` in the first language of `chain` that has it.

@@ -27,7 +27,7 @@ public final class LanguageResolver: Sendable {
     /// The languages `defaultLanguage` resolves to (then `Base`): the catalog client-side checks use.
     public let defaultLanguageChain: [Int]
     public let cacheLimit: Int
-    let cache = Mutex<[String: [Int]]>([:])
+    let cache = Mutex(StringIndex<[Int]>())
 
     /// - Throws: a ``ResolverError`` when the default language (or a fallback
     ///   language) is not a language tag, or when no catalog serves the default language.
@@ -63,7 +63,7 @@ public final class LanguageResolver: Sendable {
         if let cached = cache.withLock({ $0[tag] }) { return cached }
         let chain = computeChain(for: tag)
         cache.withLock { c in
-            if c.count < cacheLimit { c[tag] = chain }
+            if c.count < cacheLimit { c.set(tag, chain) }
         }
         return chain
     }

@@ -142,6 +142,8 @@ public struct StringCatalog: Sendable {
 public struct StringTable: Sendable {
     public let name: String
     var keyIDs: [String: Int] = [:]
+    /// The same ids with a cheaper hash, tried first (``keyID(_:)``).
+    var fastKeyIDs = StringIndex<Int>()
     /// The keys, by id.
     public private(set) var keys: [String] = []
     /// `entries[language][key]`; rows are as long as the highest key id set in them.
@@ -158,6 +160,7 @@ public struct StringTable: Sendable {
             id = keys.count
             keys.append(key)
             keyIDs[key] = id
+            fastKeyIDs.set(key, id)
         }
         while entries.count <= language { entries.append([]) }
         if entries[language].count <= id {
@@ -169,7 +172,7 @@ public struct StringTable: Sendable {
     }
 
     /// The interned id of `key`.
-    public func keyID(_ key: String) -> Int? { keyIDs[key] }
+    public func keyID(_ key: String) -> Int? { fastKeyIDs[key] ?? keyIDs[key] }
 
     /// The entry for a key id in a language, if that language has it.
     public func entry(keyID: Int, language: Int) -> CatalogEntry? {

@@ -4,9 +4,13 @@ import HeraldCore
 public struct SizeLimit: Sendable, Hashable, CustomStringConvertible {
     public let bytes: Int
     public let name: String
+    /// Whether this is the `http2` profile (VoIP and broadcast pushes may be larger), decided once:
+    /// ``bytes(for:)`` runs for every payload.
+    @usableFromInline let isHTTP2: Bool
     public init(bytes: Int, name: String = "custom") {
         self.bytes = bytes
         self.name = name
+        isHTTP2 = name == "http2"
     }
     /// The binary interface as the seed documents describe it.
     public static let legacyBinary = SizeLimit(bytes: 256, name: "binary-legacy")
@@ -27,7 +31,7 @@ public struct SizeLimit: Sendable, Hashable, CustomStringConvertible {
     /// The limit for one request: under the `http2` profile a VoIP push or a
     /// broadcast may be as large as the `voip` profile allows; otherwise ``bytes``.
     @inlinable public func bytes(for request: NotificationRequest) -> Int {
-        name == "http2" && (request.pushType == .voip || request.isBroadcast) ? 5120 : bytes
+        isHTTP2 && (request.pushType == .voip || request.isBroadcast) ? 5120 : bytes
     }
 }
 

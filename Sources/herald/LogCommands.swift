@@ -129,7 +129,7 @@ struct ReplayCommand: AsyncParsableCommand {
 
     @Argument(help: "Recorder directories or segment files.") var logs: [String]
     @Option(help: "Configuration file (JSON): the transport to replay through.") var config: String?
-    @Option(help: "Where to write outcomes (JSON Lines); - for standard output.") var outcomes: String?
+    @Option(help: "Where to write outcomes (JSON Lines); - for standard output. A file is appended to.") var outcomes: String?
     @OptionGroup var time: TimeBounds
     @OptionGroup(title: "Logs") var logging: LogOptions
 

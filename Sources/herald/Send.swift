@@ -35,8 +35,11 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Configuration file (JSON).")
     var config: String?
 
-    @Option(help: "Where to write outcomes (JSON Lines); - for standard output.")
+    @Option(help: "Where to write outcomes (JSON Lines); - for standard output. A file is appended to, never emptied, unless --overwrite-outcomes.")
     var outcomes: String?
+
+    @Flag(help: "Empty the outcomes file before writing (by default outcomes are added after what it holds).")
+    var overwriteOutcomes = false
 
     @OptionGroup(title: "Localization")
     var localization: LocalizationOptions
@@ -57,7 +60,8 @@ struct Send: AsyncParsableCommand {
         let progress = InputProgress()
         try await Self.deliver(
             JSONLinesSource(path: input, progress: progress), named: input, configuration: configuration, logger: logs.logger(),
-            progress: quiet ? nil : progress, progressEvery: .milliseconds(Int64(max(0.05, progressEvery) * 1000)))
+            progress: quiet ? nil : progress, progressEvery: .milliseconds(Int64(max(0.05, progressEvery) * 1000)),
+            outcomesMode: overwriteOutcomes ? .overwrite : .append)
     }
 
     /// Runs `source` through the configured pipeline and transport: outcomes
@@ -69,19 +73,19 @@ struct Send: AsyncParsableCommand {
     static func deliver(
         _ source: some NotificationSource, named input: String, configuration: HeraldConfiguration, logger: Logger, progress: InputProgress? = nil,
         progressEvery: Duration = .seconds(10), observers: [any OutcomeObserver] = [], tokenStore: (any TokenStore)? = nil,
-        settle: (() async -> (fields: JSONLine, lost: Int))? = nil
+        settle: (() async -> (fields: JSONLine, lost: Int))? = nil, outcomesMode: OutcomeWriter.FileMode = .append
     ) async throws {
 
         // The pipeline exists only once the writer does: the writer's failure reaches it through this box.
         let stop = PipelineBox()
         let writer: OutcomeWriter
         do {
-            writer = try OutcomeWriter(path: configuration.outcomes) { error in
+            writer = try OutcomeWriter(path: configuration.outcomes, mode: outcomesMode) { error in
                 writeToStandardError("herald: cannot write outcomes: \(error); stopping (the summary counts what was lost)\n")
                 stop.shutdown()
             }
         } catch {
-            throw SetupError("cannot write outcomes: \(error)")
+            throw SetupError("\(error)")
         }
         let ledger = OutcomeLedger(observers: [writer] + observers)
         let pipeline: Pipeline

@@ -27,10 +27,28 @@ struct DeviceTokenTests {
     }
 
     @Test("tokens longer than 32 bytes work too")
-    func long() {
+    func long() throws {
         let bytes = (0..<100).map { UInt8($0) }
         let t = DeviceToken(bytes: bytes)
         #expect(t.count == 100 && t.bytes == bytes)
+        #expect(try DeviceToken(hex: t.hex) == t)
+        // Hex read straight into the inline words, at every length up to 32 bytes and one past.
+        for n in 1...33 {
+            let b = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            #expect(try DeviceToken(hex: DeviceToken(bytes: b).hex.uppercased()) == DeviceToken(bytes: b))
+        }
+    }
+
+    @Test("a bad hex digit is reported at its offset, from a String and from a Substring")
+    func badDigitOffset() {
+        let good = String(repeating: "ab", count: 32)
+        for offset in [0, 1, 31, 63] {
+            var chars = Array(good)
+            chars[offset] = "z"
+            let text = String(chars)
+            #expect(throws: TokenError(.notHex(offset: offset))) { try DeviceToken(hex: text) }
+            #expect(throws: TokenError(.notHex(offset: offset))) { try DeviceToken(hex: text[...]) }
+        }
     }
 }
 
@@ -175,6 +193,45 @@ struct OutOfLineKeyTests {
         r.collapseID = "c"
         r.collapseID = nil
         #expect(r == request(1))
+    }
+
+    @Test("reading a rarely used key, or setting one to nil that was never set, makes no box; clearing the localization keys drops a box nothing else uses")
+    func noBoxUntilNeeded() {
+        var a = Alert(body: "hi")
+        #expect(a.launchImage == nil && a.actionLocKey == nil && a.titleLocArgs == nil)
+        a.titleLocKey = nil
+        a.subtitleLocArgs = nil
+        #expect(a.more.storage == nil)
+        var aps = APS()
+        #expect(aps.interruptionLevel == nil && !aps.inputPushToken && aps.contentState == nil)
+        aps.inputPushToken = false
+        aps.relevanceScore = nil
+        #expect(aps.more.storage == nil)
+        var r = request(1)
+        r.apnsID = nil
+        #expect(r.headers.storage == nil && r.pushType == nil && !r.isBroadcast)
+
+        // An explicit null action-loc-key is kept apart from an absent one.
+        var null = Alert(body: "hi")
+        null.actionLocKey = .some(nil)
+        #expect(null.actionLocKey == .some(nil) && !null.isBodyOnly)
+
+        var localized = Alert()
+        localized.locKey = "K"
+        localized.locArgs = ["a"]
+        localized.titleLocKey = "T"
+        localized.titleLocArgs = ["b"]
+        let shared = localized
+        localized.body = "rendered"
+        localized.clearLocalizationKeys()
+        #expect(localized.more.storage == nil && localized == Alert(body: "rendered") && localized.isBodyOnly)
+        #expect(shared.titleLocKey == "T" && shared.titleLocArgs == ["b"] && shared.locKey == "K")
+
+        var keeps = shared
+        keeps.actionLocKey = "PLAY"
+        keeps.clearLocalizationKeys()
+        #expect(keeps.actionLocKey == "PLAY" && keeps.titleLocKey == nil && keeps.titleLocArgs == nil && keeps.locKey == nil)
+        #expect(shared.titleLocKey == "T")
     }
 }
 

@@ -17,6 +17,17 @@ struct HexTests {
         }
     }
 
+    @Test("property: the raw-buffer decoder agrees with the collection one, errors included")
+    func rawDecoderAgrees() async {
+        let digits = Array("0123456789abcdefABCDEFgx ".utf8)
+        await propertyCheck(count: 300, input: Gen.int(in: 0...(digits.count - 1)).array(of: 0...80)) { picks in
+            let text = picks.map { digits[$0] }
+            let viaCollection = Hex.decode(text[...])  // an ArraySlice: the collection path
+            let viaRaw = text.withUnsafeBytes { Hex.decode($0) }
+            #expect(viaCollection == viaRaw)
+        }
+    }
+
     @Test("bad text names the offset of the first byte that is not a digit; an odd count names its length")
     func errors() {
         #expect(Hex.decode(Array("0a1".utf8)) == .failure(HexError(offset: 3)))

@@ -89,4 +89,19 @@ struct JSONTests {
             #expect(w.bytes.count == expectedSize)
         }
     }
+
+    @Test("duplicate keys are found in small objects (searched in place) and large ones (a set), wherever the second copy falls", arguments: [1, 2, 15, 16, 17, 40])
+    func duplicateKeysAtEverySize(_ keys: Int) throws {
+        let members = (0..<keys).map { #""k\#($0)":\#($0)"# }
+        let clean = try JSONParser.parse(Array(("{" + members.joined(separator: ",") + "}").utf8))
+        guard case .object(let o) = clean else { Issue.record("not an object"); return }
+        #expect(o.count == keys)
+        for repeated in Set([0, keys / 2, keys - 1]) {
+            let text = "{" + members.joined(separator: ",") + #","k\#(repeated)":true}"#
+            #expect(throws: JSONError.self, "k\(repeated) twice in \(keys) keys") { try JSONParser.parse(Array(text.utf8)) }
+        }
+        // Keys equal as Unicode text (é precomposed and decomposed) are duplicates at any size, as before.
+        let filler = (0..<keys).map { #""f\#($0)":0"# }.joined(separator: ",")
+        #expect(throws: JSONError.self) { try JSONParser.parse(Array(("{" + filler + ",\"caf\u{E9}\":1,\"cafe\u{301}\":2}").utf8)) }
+    }
 }

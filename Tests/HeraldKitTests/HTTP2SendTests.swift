@@ -30,7 +30,7 @@ struct HTTP2SendTests {
         // HTTP/2 takes tokens of any length: the binary interface's 32-byte rule (its framer) is not applied.
         lines.append(#"{"id":907,"token":"\#(String(repeating: "5a", count: 100))","topic":"com.example.app","alert":"long token"}"#)
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
-        let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", "--overwrite-outcomes", dir + "/in.jsonl"])
         #expect(status == 0, "rejections are outcomes, not failures: \(stderr)")
         let outcomes = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(outcomes.count == 208)
@@ -75,7 +75,7 @@ struct HTTP2SendTests {
         lines += [#"{"id":900,"token":"\#(bad)","alert":"x"}"#, #"{"id":901,"token":"\#(gone)","alert":"x"}"#]
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
 
-        let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", "--overwrite-outcomes", dir + "/in.jsonl"])
         #expect(status == 0, "\(stderr)")
         let first = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(first.count == 302)
@@ -84,7 +84,7 @@ struct HTTP2SendTests {
         #expect(first.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410,"reason":"Unregistered""#) && $0.contains(#""timestamp":"#) })
 
         // The same requests again: the dead token is suppressed before it reaches the wire.
-        let (again, _, stderr2) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        let (again, _, stderr2) = try await runHerald(["send", "--config", dir + "/herald.json", "--overwrite-outcomes", dir + "/in.jsonl"])
         #expect(again == 0, "\(stderr2)")
         let second = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(second.contains { $0.contains(#""id":901"#) && $0.contains(#""outcome":"suppressed""#) })
@@ -94,7 +94,7 @@ struct HTTP2SendTests {
         // The app registered again after the 410: the token goes out again.
         let (registered, _, registerError) = try await runHerald(["tokens", "register", "--config", dir + "/herald.json", "--token", gone, "--topic", "com.example.app", "--at", later])
         #expect(registered == 0, "\(registerError)")
-        let (third, _, stderr3) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+        let (third, _, stderr3) = try await runHerald(["send", "--config", dir + "/herald.json", "--overwrite-outcomes", dir + "/in.jsonl"])
         #expect(third == 0, "\(stderr3)")
         let thirdLines = try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(thirdLines.contains { $0.contains(#""id":901"#) && $0.contains(#""status":410"#) })
@@ -137,7 +137,7 @@ struct HTTP2SendTests {
         func send(_ ids: ClosedRange<Int>, to channel: String) async throws -> [Substring] {
             let lines = ids.map { #"{"id":\#($0),"channel-id":"\#(channel)","event":"update","content-state":{"score":\#($0)},"timestamp":1700000000}"# }
             try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
-            let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", dir + "/in.jsonl"])
+            let (status, _, stderr) = try await runHerald(["send", "--config", dir + "/herald.json", "--overwrite-outcomes", dir + "/in.jsonl"])
             #expect(status == 0, "\(stderr)")
             return try String(contentsOfFile: dir + "/outcomes.jsonl", encoding: .utf8).split(separator: "\n")
         }

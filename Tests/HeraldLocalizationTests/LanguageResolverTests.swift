@@ -1,3 +1,4 @@
+import PropertyBased
 import Testing
 @testable import HeraldLocalization
 
@@ -68,5 +69,35 @@ import Testing
         // Base alone serves the default language.
         let r = try LanguageResolver(languages: [.base, LanguageTag(language: "fr")], defaultLanguage: "en")
         #expect(r.describeChain(for: "de") == ["Base"])
+    }
+}
+
+@Suite("The localizer's string index")
+struct StringIndexTests {
+    @Test("property: after any insertions, every lookup agrees with a Dictionary keyed by the same UTF-8 bytes")
+    func agreesWithDictionary() async {
+        // Short keys over a small alphabet (so keys repeat and collide), some non-ASCII, lengths across the 8-byte steps.
+        let alphabet: [Character] = ["a", "b", "-", "_", "é", "中", "Z", "0"]
+        let key = Gen.int(in: 0...(alphabet.count - 1)).array(of: 0...20).map { String($0.map { alphabet[$0] }) }
+        await propertyCheck(count: 200, input: key.array(of: 0...60)) { keys in
+            var index = StringIndex<Int>()
+            var reference: [[UInt8]: Int] = [:]
+            for (n, k) in keys.enumerated() {
+                index.set(k, n)
+                reference[Array(k.utf8)] = n
+            }
+            #expect(index.count == reference.count)
+            for k in keys { #expect(index[k] == reference[Array(k.utf8)]) }
+            for probe in ["", "zz", "a-b_c-d-e", "中中中中中中"] where reference[Array(probe.utf8)] == nil {
+                #expect(index[probe] == nil)
+            }
+        }
+    }
+
+    @Test("a catalog key looked up in another Unicode spelling is still found (String equality, as before)")
+    func canonicalEquivalentKeyFound() throws {
+        var table = StringTable(name: "Localizable")
+        _ = table.set(try CatalogEntry(compiling: "x", origin: "t"), key: "caf\u{E9}", language: 0)
+        #expect(table.keyID("cafe\u{301}") == table.keyID("caf\u{E9}") && table.keyID("caf\u{E9}") != nil)
     }
 }

@@ -29,13 +29,15 @@ public struct HeraldExecutableMissing: Error, CustomStringConvertible {
 }
 
 /// Runs the built `herald` with `arguments` and returns its exit status, standard output and standard error.
-public func runHeraldBlocking(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-    try runProcessBlocking(try heraldExecutable(), arguments)
+/// With `timeout`, a run still going after that many seconds is killed (a test expecting the
+/// program to refuse to start then fails instead of waiting forever).
+public func runHeraldBlocking(_ arguments: [String], timeout: Double? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runProcessBlocking(try heraldExecutable(), arguments, timeout: timeout)
 }
 
 /// `runHerald` from a task: the wait happens on a thread of its own (`offPool`).
-public func runHerald(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-    try await offPool { try runHeraldBlocking(arguments) }
+public func runHerald(_ arguments: [String], timeout: Double? = nil) async throws -> (status: Int32, stdout: String, stderr: String) {
+    try await offPool { try runHeraldBlocking(arguments, timeout: timeout) }
 }
 
 /// `runProcess` from a task: the wait happens on a thread of its own (`offPool`).
@@ -45,7 +47,7 @@ public func runProcess(_ executable: URL, _ arguments: [String]) async throws ->
 
 /// Runs `executable` with `arguments` and returns its exit status, standard output and standard error.
 /// It blocks its thread until the program ends: from a task, call `runProcess`.
-public func runProcessBlocking(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+public func runProcessBlocking(_ executable: URL, _ arguments: [String], timeout: Double? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
     let p = Process()
     p.executableURL = executable
     p.arguments = arguments
@@ -53,6 +55,10 @@ public func runProcessBlocking(_ executable: URL, _ arguments: [String]) throws 
     p.standardOutput = out
     p.standardError = err
     try p.run()
+    if let timeout {
+        let pid = p.processIdentifier
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { if p.isRunning { kill(pid, SIGKILL) } }
+    }
     // Standard error on a thread of its own, so the child never blocks on a full pipe.
     let errorText = Mutex("")
     let reader = Thread { errorText.withLock { $0 = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } }

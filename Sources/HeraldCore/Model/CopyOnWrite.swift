@@ -13,7 +13,10 @@ struct CopyOnWrite<Value: Sendable & Hashable & DefaultInitializable>: Sendable,
     // wrapper's own; storage that two wrappers (or two threads) share is never written.
     @usableFromInline
     final class Storage: @unchecked Sendable {
-        @usableFromInline var value: Value
+        // Unchecked: every write comes after the uniqueness check above, so no
+        // two accesses can overlap; checking each read dynamically cost the
+        // localizer a few percent.
+        @exclusivity(unchecked) @usableFromInline var value: Value
         @usableFromInline init(_ value: Value) { self.value = value }
     }
 
@@ -22,6 +25,13 @@ struct CopyOnWrite<Value: Sendable & Hashable & DefaultInitializable>: Sendable,
 
     @usableFromInline init() { storage = nil }
 
+    /// The whole value. Reading it makes a default value when there is no
+    /// storage, and the read is a coroutine: accessors of single fields read
+    /// `storage?.value.field` instead, which costs nothing when unset (the
+    /// payload builder reads every rarely used key of every request: through
+    /// `value` that was most of its time), and their setters write through
+    /// `value` only when there is storage or the new value is not `nil` (the
+    /// localizer clears keys that were never set: writing made a box for each).
     @inlinable var value: Value {
         _read {
             if let storage { yield storage.value } else { yield Value() }
@@ -35,6 +45,9 @@ struct CopyOnWrite<Value: Sendable & Hashable & DefaultInitializable>: Sendable,
             yield &storage.unsafelyUnwrapped.value
         }
     }
+
+    /// Whether this holds the default value (reads nothing when there is no storage).
+    @inlinable var isDefault: Bool { storage == nil || storage.unsafelyUnwrapped.value == Value() }
 
     @inlinable static func == (a: Self, b: Self) -> Bool { a.storage === b.storage || a.value == b.value }
     @inlinable func hash(into hasher: inout Hasher) { value.hash(into: &hasher) }

@@ -51,18 +51,33 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
     /// Parses a token from hex text: case-insensitive, an even number of hex
     /// digits and nothing else, at most 512 bytes.
     public init(hex: some StringProtocol) throws(TokenError) {
-        var utf8 = Array(hex.utf8)
-        try self.init(hexUTF8: &utf8)
+        let parsed = hex.utf8.withContiguousStorageIfAvailable { utf8 in
+            Result { () throws(TokenError) in try DeviceToken(hexUTF8: UnsafeRawBufferPointer(utf8)) }
+        } ?? Array(hex.utf8).withUnsafeBytes { raw in
+            Result { () throws(TokenError) in try DeviceToken(hexUTF8: raw) }
+        }
+        self = try parsed.get()
     }
 
-    init(hexUTF8 utf8: inout [UInt8]) throws(TokenError) {
+    /// Decodes hex digits straight into the inline words (an array only for a token over 32 bytes).
+    init(hexUTF8 utf8: UnsafeRawBufferPointer) throws(TokenError) {
         if utf8.isEmpty { throw TokenError(.empty) }
         if utf8.count % 2 != 0 { throw TokenError(.oddLength(utf8.count)) }
         if utf8.count > 1024 { throw TokenError(.tooLong(utf8.count / 2)) }
-        switch Hex.decode(utf8) {
-        case .success(let bytes): self.init(bytes: bytes)
-        case .failure(let e): throw TokenError(.notHex(offset: e.offset))
+        let n = utf8.count / 2
+        if n > 32 {
+            switch Hex.decode(utf8) {
+            case .success(let bytes): overflow = bytes
+            case .failure(let e): throw TokenError(.notHex(offset: e.offset))
+            }
+            count = n
+            return
         }
+        var tuple = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        let failure = Swift.withUnsafeMutableBytes(of: &tuple) { Hex.decode(utf8, into: $0) }
+        if let failure { throw TokenError(.notHex(offset: failure.offset)) }
+        (w0, w1, w2, w3) = tuple
+        count = n
     }
 
     /// Calls `body` with the token's bytes.

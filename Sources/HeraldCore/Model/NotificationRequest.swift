@@ -39,16 +39,16 @@ public struct NotificationRequest: Sendable, Hashable {
     }
 
     /// HTTP/2 only: `apns-push-type`; `nil` lets the transport infer it from the payload.
-    @inlinable public var pushType: PushType? { get { headers.value.pushType } set { headers.value.pushType = newValue } }
+    @inlinable public var pushType: PushType? { get { headers.storage?.value.pushType } set { if newValue != nil || headers.storage != nil { headers.value.pushType = newValue } } }
     /// HTTP/2 only: `apns-collapse-id`, at most 64 bytes.
-    @inlinable public var collapseID: String? { get { headers.value.collapseID } set { headers.value.collapseID = newValue } }
+    @inlinable public var collapseID: String? { get { headers.storage?.value.collapseID } set { if newValue != nil || headers.storage != nil { headers.value.collapseID = newValue } } }
     /// HTTP/2 only: `apns-id`, a canonical UUID; `nil` lets the transport make one.
-    @inlinable public var apnsID: String? { get { headers.value.apnsID } set { headers.value.apnsID = newValue } }
+    @inlinable public var apnsID: String? { get { headers.storage?.value.apnsID } set { if newValue != nil || headers.storage != nil { headers.value.apnsID = newValue } } }
     /// HTTP/2 only: a broadcast push (iOS 18 Live Activities) to this channel
     /// (`apns-channel-id`) instead of a device; the request then has no token.
-    @inlinable public var channelID: String? { get { headers.value.channelID } set { headers.value.channelID = newValue } }
+    @inlinable public var channelID: String? { get { headers.storage?.value.channelID } set { if newValue != nil || headers.storage != nil { headers.value.channelID = newValue } } }
     /// Whether this is a broadcast push to a channel rather than a push to one device.
-    @inlinable public var isBroadcast: Bool { headers.value.channelID != nil }
+    @inlinable public var isBroadcast: Bool { headers.storage?.value.channelID != nil }
 
     /// A broadcast push to channel `channelID` (no device token).
     public init(channelID: String, aps: APS = APS(), topic: String? = nil) {
@@ -130,24 +130,24 @@ public struct APS: Sendable, Hashable {
 
     public init() {}
 
-    @inlinable public var targetContentID: String? { get { more.value.targetContentID } set { more.value.targetContentID = newValue } }
+    @inlinable public var targetContentID: String? { get { more.storage?.value.targetContentID } set { if newValue != nil || more.storage != nil { more.value.targetContentID = newValue } } }
     /// `passive`, `active`, `time-sensitive` or `critical`.
-    @inlinable public var interruptionLevel: String? { get { more.value.interruptionLevel } set { more.value.interruptionLevel = newValue } }
+    @inlinable public var interruptionLevel: String? { get { more.storage?.value.interruptionLevel } set { if newValue != nil || more.storage != nil { more.value.interruptionLevel = newValue } } }
     /// 0…1.
-    @inlinable public var relevanceScore: Double? { get { more.value.relevanceScore } set { more.value.relevanceScore = newValue } }
-    @inlinable public var filterCriteria: String? { get { more.value.filterCriteria } set { more.value.filterCriteria = newValue } }
+    @inlinable public var relevanceScore: Double? { get { more.storage?.value.relevanceScore } set { if newValue != nil || more.storage != nil { more.value.relevanceScore = newValue } } }
+    @inlinable public var filterCriteria: String? { get { more.storage?.value.filterCriteria } set { if newValue != nil || more.storage != nil { more.value.filterCriteria = newValue } } }
     // Live Activities
-    @inlinable public var timestamp: Int? { get { more.value.timestamp } set { more.value.timestamp = newValue } }
-    @inlinable public var event: String? { get { more.value.event } set { more.value.event = newValue } }
-    @inlinable public var contentState: JSONValue? { get { more.value.contentState } set { more.value.contentState = newValue } }
-    @inlinable public var staleDate: Int? { get { more.value.staleDate } set { more.value.staleDate = newValue } }
-    @inlinable public var dismissalDate: Int? { get { more.value.dismissalDate } set { more.value.dismissalDate = newValue } }
-    @inlinable public var attributesType: String? { get { more.value.attributesType } set { more.value.attributesType = newValue } }
-    @inlinable public var attributes: JSONValue? { get { more.value.attributes } set { more.value.attributes = newValue } }
+    @inlinable public var timestamp: Int? { get { more.storage?.value.timestamp } set { if newValue != nil || more.storage != nil { more.value.timestamp = newValue } } }
+    @inlinable public var event: String? { get { more.storage?.value.event } set { if newValue != nil || more.storage != nil { more.value.event = newValue } } }
+    @inlinable public var contentState: JSONValue? { get { more.storage?.value.contentState } set { if newValue != nil || more.storage != nil { more.value.contentState = newValue } } }
+    @inlinable public var staleDate: Int? { get { more.storage?.value.staleDate } set { if newValue != nil || more.storage != nil { more.value.staleDate = newValue } } }
+    @inlinable public var dismissalDate: Int? { get { more.storage?.value.dismissalDate } set { if newValue != nil || more.storage != nil { more.value.dismissalDate = newValue } } }
+    @inlinable public var attributesType: String? { get { more.storage?.value.attributesType } set { if newValue != nil || more.storage != nil { more.value.attributesType = newValue } } }
+    @inlinable public var attributes: JSONValue? { get { more.storage?.value.attributes } set { if newValue != nil || more.storage != nil { more.value.attributes = newValue } } }
     /// A Live Activity start asks the device for an update token (`"input-push-token": 1`).
-    @inlinable public var inputPushToken: Bool { get { more.value.inputPushToken } set { more.value.inputPushToken = newValue } }
+    @inlinable public var inputPushToken: Bool { get { more.storage?.value.inputPushToken ?? false } set { if newValue || more.storage != nil { more.value.inputPushToken = newValue } } }
     /// A Live Activity start subscribes to a broadcast channel.
-    @inlinable public var inputPushChannel: String? { get { more.value.inputPushChannel } set { more.value.inputPushChannel = newValue } }
+    @inlinable public var inputPushChannel: String? { get { more.storage?.value.inputPushChannel } set { if newValue != nil || more.storage != nil { more.value.inputPushChannel = newValue } } }
 }
 
 /// The alert: a plain body, or a dictionary of text and localization keys.
@@ -172,13 +172,13 @@ public struct Alert: Sendable, Hashable {
         @usableFromInline init() {}
     }
 
-    @inlinable public var launchImage: String? { get { more.value.launchImage } set { more.value.launchImage = newValue } }
+    @inlinable public var launchImage: String? { get { more.storage?.value.launchImage } set { if newValue != nil || more.storage != nil { more.value.launchImage = newValue } } }
     /// `.some(nil)` is the explicit JSON `null`: a single OK button.
-    @inlinable public var actionLocKey: String?? { get { more.value.actionLocKey } set { more.value.actionLocKey = newValue } }
-    @inlinable public var titleLocKey: String? { get { more.value.titleLocKey } set { more.value.titleLocKey = newValue } }
-    @inlinable public var titleLocArgs: [String]? { get { more.value.titleLocArgs } set { more.value.titleLocArgs = newValue } }
-    @inlinable public var subtitleLocKey: String? { get { more.value.subtitleLocKey } set { more.value.subtitleLocKey = newValue } }
-    @inlinable public var subtitleLocArgs: [String]? { get { more.value.subtitleLocArgs } set { more.value.subtitleLocArgs = newValue } }
+    @inlinable public var actionLocKey: String?? { get { if let s = more.storage { return s.value.actionLocKey } else { return nil } } set { if newValue != nil || more.storage != nil { more.value.actionLocKey = newValue } } }
+    @inlinable public var titleLocKey: String? { get { more.storage?.value.titleLocKey } set { if newValue != nil || more.storage != nil { more.value.titleLocKey = newValue } } }
+    @inlinable public var titleLocArgs: [String]? { get { more.storage?.value.titleLocArgs } set { if newValue != nil || more.storage != nil { more.value.titleLocArgs = newValue } } }
+    @inlinable public var subtitleLocKey: String? { get { more.storage?.value.subtitleLocKey } set { if newValue != nil || more.storage != nil { more.value.subtitleLocKey = newValue } } }
+    @inlinable public var subtitleLocArgs: [String]? { get { more.storage?.value.subtitleLocArgs } set { if newValue != nil || more.storage != nil { more.value.subtitleLocArgs = newValue } } }
 
     public init(body: String? = nil, title: String? = nil, subtitle: String? = nil) {
         self.body = body
@@ -188,7 +188,26 @@ public struct Alert: Sendable, Hashable {
 
     /// Whether the alert has only a body, and so may be sent as a plain string.
     public var isBodyOnly: Bool {
-        body != nil && title == nil && subtitle == nil && locKey == nil && locArgs == nil && more.value == More()
+        body != nil && title == nil && subtitle == nil && locKey == nil && locArgs == nil && more.isDefault
+    }
+
+    /// Removes every localization key and its arguments (`loc-`, `title-loc-`,
+    /// `subtitle-loc-`), as the server-side localizer does once it has
+    /// rendered them; `action-loc-key` stays. Drops the box of rarely used
+    /// keys when nothing else is in it, rather than copying a shared one to
+    /// clear two fields.
+    @inlinable public mutating func clearLocalizationKeys() {
+        locKey = nil
+        locArgs = nil
+        guard let s = more.storage else { return }
+        if s.value.launchImage == nil && s.value.actionLocKey == nil {
+            more.storage = nil
+        } else if s.value.titleLocKey != nil || s.value.titleLocArgs != nil || s.value.subtitleLocKey != nil || s.value.subtitleLocArgs != nil {
+            more.value.titleLocKey = nil
+            more.value.titleLocArgs = nil
+            more.value.subtitleLocKey = nil
+            more.value.subtitleLocArgs = nil
+        }
     }
 
     /// Whether any localization key is present.
