@@ -1,6 +1,7 @@
 import HeraldBinary
 import HeraldCore
 import HeraldOpenSSL
+import Logging
 import NIOCore
 import NIOPosix
 
@@ -10,14 +11,18 @@ import NIOPosix
 ///
 /// The service empties its list once read, so every call returns only what
 /// is new, and nothing it sent is thrown away: if the stream breaks off (a
-/// reset, a truncated tuple) or a tuple cannot be a device token (a token
-/// length other than 32 bytes: the stream is misframed from there), the call
-/// throws ``FeedbackIncomplete`` with every complete, valid tuple before the problem.
+/// reset, a truncated tuple), the call throws ``FeedbackIncomplete`` with
+/// every complete, valid tuple before the problem. A complete tuple whose
+/// token cannot be a device token (a length other than 32 bytes, up to
+/// 65,535) is skipped with a warning naming it, and the tuples after it are
+/// kept: its length field still frames the stream.
 public struct FeedbackClient: FeedbackSource {
     public var host: String
     public var port: Int
     public var serverName: String?
     public var timeout: Duration
+    /// Where skipped tuples are reported (at warning).
+    public var logger = Logger(label: "herald.feedback")
     let tls: TLSContext
     let group: any EventLoopGroup
 
@@ -39,7 +44,18 @@ public struct FeedbackClient: FeedbackSource {
         self.init(host: environment.feedbackHost, port: environment.feedbackPort, tls: tls)
     }
 
+    /// What one fetch read: the tuples kept, and a line for each one skipped.
+    public struct Fetch: Sendable {
+        public var entries: [FeedbackEntry]
+        public var skipped: [String]
+    }
+
     public func fetchFeedback() async throws -> [FeedbackEntry] {
+        try await fetch().entries
+    }
+
+    /// ``fetchFeedback()``, and the tuples it skipped (each also logged at warning).
+    public func fetch() async throws -> Fetch {
         let loop = group.next()
         let done = loop.makePromise(of: FeedbackReadHandler.Result.self)
         let tls = self.tls
@@ -63,33 +79,38 @@ public struct FeedbackClient: FeedbackSource {
         let (bytes, streamError) = try await done.futureResult.get()
         // Nothing came before the error (a refused certificate…): nothing can be lost; report it as it is.
         if bytes.isEmpty, let streamError { throw streamError }
-        return try Self.decode(bytes, streamError: streamError, from: where_)
+        let result = try Self.decode(bytes, streamError: streamError, from: where_)
+        for line in result.skipped { logger.warning("\(line)") }
+        return result
     }
 
-    /// The tuples in `bytes`; throws ``FeedbackIncomplete`` (with the good ones) at the first problem.
-    static func decode(_ bytes: [UInt8], streamError: (any Error)?, from service: String) throws(FeedbackIncomplete) -> [FeedbackEntry] {
+    /// The tuples in `bytes` and those skipped; throws ``FeedbackIncomplete`` (with the good ones)
+    /// when the stream breaks off.
+    static func decode(_ bytes: [UInt8], streamError: (any Error)?, from service: String) throws(FeedbackIncomplete) -> Fetch {
         var decoder = FeedbackDecoder()
         var entries: [FeedbackEntry] = []
+        var skipped: [String] = []
         var problem: String?
         do {
             try decoder.read(bytes) { entry in
                 guard entry.token.count == DeviceToken.standardLength else {
-                    problem = "tuple \(entries.count + 1) from the feedback service \(service) has a token of \(entry.token.count) bytes "
-                        + "(device tokens are \(DeviceToken.standardLength)): the stream is not feedback from there on"
-                    return false
+                    skipped.append(
+                        "tuple \(entries.count + skipped.count + 1) from the feedback service \(service) (timestamp \(entry.timestamp)) "
+                            + "has a token of \(entry.token.count) bytes (device tokens are \(DeviceToken.standardLength)): skipped, the tuples after it kept")
+                    return true
                 }
                 entries.append(entry)
                 return true
             }
-            if problem == nil, streamError == nil { try decoder.finish() }
+            if streamError == nil { try decoder.finish() }
         } catch {
-            problem = problem ?? "the feedback service \(service) sent a broken stream: \(error)"
+            problem = "the feedback service \(service) sent a broken stream: \(error)"
         }
         if problem == nil, let streamError {
             problem = "the connection to the feedback service \(service) failed: \(streamError)"
         }
         if let problem { throw FeedbackIncomplete(entries: entries, reason: problem) }
-        return entries
+        return Fetch(entries: entries, skipped: skipped)
     }
 }
 

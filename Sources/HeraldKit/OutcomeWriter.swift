@@ -58,20 +58,28 @@ public final class OutcomeWriter: OutcomeObserver {
             ownsDescriptor = false
             name = "standard output"
         } else {
+            // Only a regular file is an outcomes log to lock and repair: /dev/null (herald work's
+            // default), a FIFO or a terminal is opened write-only as before (a FIFO's open still
+            // waits for its reader) and written to as it is, by as many processes as like.
+            var before = stat()
+            let special = stat(path, &before) == 0 && (before.st_mode & S_IFMT) != S_IFREG
             // No O_TRUNC: the file may be another process's, which the lock below finds out.
             // Read as well as written: the last byte is read to end a torn last line.
-            let fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            let fd = open(path, (special ? O_WRONLY : O_RDWR | O_CREAT) | O_APPEND | O_CLOEXEC, 0o600)
             if fd < 0 { throw OutcomeFileError(path: path, "cannot open: \(String(cString: strerror(errno)))") }
-            do throws(OutcomeFileError) {
-                try Self.lock(fd, path: path)
-                if mode == .overwrite {
-                    if ftruncate(fd, 0) != 0 { throw OutcomeFileError(path: path, "cannot empty it: \(String(cString: strerror(errno)))") }
-                } else {
-                    try Self.endLastLine(fd, path: path)
+            var info = stat()
+            if fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG {
+                do throws(OutcomeFileError) {
+                    try Self.lock(fd, path: path)
+                    if mode == .overwrite {
+                        if ftruncate(fd, 0) != 0 { throw OutcomeFileError(path: path, "cannot empty it: \(String(cString: strerror(errno)))") }
+                    } else {
+                        try Self.endLastLine(fd, path: path)
+                    }
+                } catch {
+                    close(fd)
+                    throw error
                 }
-            } catch {
-                close(fd)
-                throw error
             }
             self.fd = fd
             ownsDescriptor = true

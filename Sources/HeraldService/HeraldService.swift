@@ -308,15 +308,17 @@ public final class HeraldService: Sendable {
             defer { last = now }
             return now.map { ($0.key, $0.value - (last[$0.key] ?? 0)) }
         }
-        for (name, delta) in deltas where delta > 0 {
-            MetricsCounter(label: "herald_transport_\(name)_total", factory: metricsFactory).increment(by: delta)
+        // Every series the transport has is made at the first scrape, at 0 until it counts something:
+        // a dashboard or an alert on `…_connect_failures_total` finds it before the first failure.
+        for (name, delta) in deltas {
+            let counter = MetricsCounter(label: "herald_transport_\(name)_total", factory: metricsFactory)
+            if delta > 0 { counter.increment(by: delta) }
         }
     }
 
     /// `nil` when the request carries an accepted bearer token; else the 401 to answer.
     func authenticate(_ request: Request) -> Response? {
-        if let header = request.headers[.authorization], header.hasPrefix("Bearer ") {
-            let given = Array(header.utf8.dropFirst(7))
+        if let given = Self.bearerToken(request.headers[.authorization]) {
             var ok = false
             for token in configuration.apiTokens where Self.constantTimeEqual(given, Array(token.utf8)) { ok = true }
             if ok { return nil }
@@ -324,6 +326,16 @@ public final class HeraldService: Sendable {
         return Response(
             status: .unauthorized, headers: [.contentType: "application/json", .wwwAuthenticate: "Bearer"],
             body: .init(byteBuffer: ByteBuffer(string: #"{"error":"a bearer token is required"}"#)))
+    }
+
+    /// The credentials of an `Authorization` header with the Bearer scheme: the scheme
+    /// compared without regard to case and followed by one or more spaces (RFC 9110, 11.4).
+    static func bearerToken(_ header: String?) -> [UInt8]? {
+        guard let header else { return nil }
+        let bytes = Array(header.utf8)
+        guard bytes.count > 7, String(decoding: bytes[0..<6], as: UTF8.self).lowercased() == "bearer", bytes[6] == 0x20 else { return nil }
+        let token = bytes[7...].drop { $0 == 0x20 }
+        return token.isEmpty ? nil : Array(token)
     }
 
     /// Compares every byte whatever the first difference (the length is not secret).
@@ -344,14 +356,18 @@ public final class HeraldService: Sendable {
         }
         let parsed = RequestBatch.parse(Array(body.readableBytesView), keepingText: queueIntake != nil)
         if parsed.requests.isEmpty {
-            return Self.json(.badRequest, parsed.report(ids: nil))
+            return Self.json(.badRequest, parsed.report(ids: nil, error: parsed.refusal))
         }
-        requestsIn.increment(by: parsed.requests.count)
+        let full = #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#
         if let q = queueIntake {
             switch await q.submit(parsed.texts) {
-            case .success(let ids): return Self.json(.accepted, parsed.report { Int(ids[$0]) })
+            case .success(let ids):
+                requestsIn.increment(by: parsed.requests.count)
+                return Self.json(.accepted, parsed.report { Int(ids[$0]) })
+            case .failure(.intake(.tooLarge(let capacity))):
+                return Self.tooLarge(parsed.requests.count, capacity)
             case .failure(.intake(.full)):
-                return Self.json(.tooManyRequests, #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#, retryAfter: true)
+                return Self.json(.tooManyRequests, full, retryAfter: true)
             case .failure(.intake(.closed)):
                 return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
             case .failure(.database(let e)):
@@ -365,12 +381,20 @@ public final class HeraldService: Sendable {
         }
         switch intake.submit(parsed.requests.map(\.request)) {
         case .success(let ids):
+            requestsIn.increment(by: parsed.requests.count)
             return Self.json(.accepted, parsed.report(ids: ids))
+        case .failure(.tooLarge(let capacity)):
+            return Self.tooLarge(parsed.requests.count, capacity)
         case .failure(.full):
-            return Self.json(.tooManyRequests, #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#, retryAfter: true)
+            return Self.json(.tooManyRequests, full, retryAfter: true)
         case .failure(.closed):
             return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
         }
+    }
+
+    /// 413 for a batch the queue could never take whole: retrying it as it is cannot succeed.
+    static func tooLarge(_ count: Int, _ capacity: Int) -> Response {
+        json(.contentTooLarge, "{\"error\":\"the batch holds \(count) requests, more than the queue can ever hold (serve.queue is \(capacity)): nothing of it was taken; split it into batches of at most \(capacity)\"}")
     }
 
     static func json(_ status: HTTPResponse.Status, _ text: String, retryAfter: Bool = false) -> Response {

@@ -40,6 +40,7 @@ final class QueueIntake: Sendable {
     /// Rows for `texts`, in order, or why not.
     func submit(_ texts: [String]) async -> Result<[Int64], Refusal> {
         if isClosed { return .failure(.intake(.closed)) }
+        if texts.count > capacity { return .failure(.intake(.tooLarge(capacity: capacity))) }
         if await depth() + texts.count > capacity { return .failure(.intake(.full)) }
         do {
             let ids = try await queue.enqueueReturningIDs(texts)

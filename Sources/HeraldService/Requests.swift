@@ -50,6 +50,7 @@ struct RequestBatch {
                 return batch
             }
             guard case .array(let items) = value else { return batch }
+            if items.isEmpty { batch.errors.append((1, "the body holds no request: the array is empty")) }
             for (i, item) in items.enumerated() {
                 do {
                     batch.requests.append((i + 1, try decoder.decode(item)))
@@ -77,15 +78,27 @@ struct RequestBatch {
         return batch
     }
 
-    /// `{"accepted":N,"results":[{"line":1,"notification":17},{"line":2,"error":"…"}]}`, in line order.
-    func report(ids: Range<UInt64>?) -> [UInt8] {
-        report(id: ids.map { range in { Int(range.lowerBound) + $0 } })
+    /// `{"accepted":N,"results":[{"line":1,"notification":17},{"line":2,"error":"…"}]}`, in line order;
+    /// with `error`, an `"error"` member first (every 4xx answer has one).
+    func report(ids: Range<UInt64>?, error: String? = nil) -> [UInt8] {
+        report(id: ids.map { range in { Int(range.lowerBound) + $0 } }, error: error)
+    }
+
+    /// Why no request of the body was taken, for the 400 answer.
+    var refusal: String {
+        errors.count == 1 ? errors[0].reason : "none of the \(errors.count) requests in the body is valid: each one's error is in results"
     }
 
     /// The same, with the `r`th valid request's id from `id`.
-    func report(id: ((Int) -> Int)?) -> [UInt8] {
+    func report(id: ((Int) -> Int)?, error: String? = nil) -> [UInt8] {
         var w = JSONWriter(capacity: 64 + requests.count * 24 + errors.count * 80)
-        w.raw("{\"accepted\":")
+        w.byte(UInt8(ascii: "{"))
+        if let error {
+            w.raw("\"error\":")
+            w.string(error)
+            w.byte(UInt8(ascii: ","))
+        }
+        w.raw("\"accepted\":")
         w.int(id == nil ? 0 : requests.count)
         w.raw(",\"results\":[")
         var r = 0, e = 0, first = true

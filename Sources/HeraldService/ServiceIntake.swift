@@ -2,8 +2,11 @@ import DequeModule
 import HeraldCore
 import Synchronization
 
-/// Why the intake refused a batch: the caller answers 429 or 503.
+/// Why the intake refused a batch: the caller answers 413, 429 or 503.
 public enum IntakeRefusal: Error, Sendable, Hashable {
+    /// The batch holds more requests than the queue can ever hold (its
+    /// capacity): retrying cannot help, the batch must be split.
+    case tooLarge(capacity: Int)
     /// The queue cannot take the whole batch now: retry later.
     case full
     /// The service is shutting down: no new requests.
@@ -30,6 +33,7 @@ public final class ServiceIntake: Sendable {
     public func submit(_ requests: [NotificationRequest]) -> Result<Range<UInt64>, IntakeRefusal> {
         let (result, waiter): (Result<Range<UInt64>, IntakeRefusal>, CheckedContinuation<Void, Never>?) = state.withLock { s in
             if s.closed { return (.failure(.closed), nil) }
+            if requests.count > capacity { return (.failure(.tooLarge(capacity: capacity)), nil) }
             if s.queue.count + requests.count > capacity { return (.failure(.full), nil) }
             let first = s.nextID
             s.queue.append(contentsOf: requests)

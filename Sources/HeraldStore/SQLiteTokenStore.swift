@@ -57,6 +57,8 @@ public final class SQLiteTokenStore: TokenStore {
         self.logger = logger
         let started = ContinuousClock.now
         try Self.checkHeader(path)
+        let existed = FileManager.default.fileExists(atPath: path)
+        try Self.ownerOnly(path)
         var readOnly = Configuration()
         readOnly.busyMode = .timeout(TimeInterval(busyTimeout.components.seconds))
         readOnly.readonly = true
@@ -73,7 +75,7 @@ public final class SQLiteTokenStore: TokenStore {
         do {
             // Looked at read-only first: a database that is not ours is refused before anything
             // (even switching it to WAL mode) could change it.
-            if FileManager.default.fileExists(atPath: path) {
+            if existed {
                 let queue = try DatabaseQueue(path: path, configuration: readOnly)
                 try queue.read { db in try Self.check(db, path: path) }
                 try queue.close()
@@ -299,6 +301,27 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// A file that exists and is not empty must start with SQLite's header.
+    /// The store holds device tokens: its file, and the `-wal` and `-shm` files SQLite makes
+    /// beside it with the same mode, are readable by their owner only (0600), as the recorder's
+    /// logs and the outcomes file are. A new store is created so; an existing one that others
+    /// could read is narrowed to 0600.
+    static func ownerOnly(_ path: String) throws(TokenStoreError) {
+        if !FileManager.default.fileExists(atPath: path) {
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd < 0 && errno != EEXIST {
+                throw TokenStoreError(path: path, message: "cannot create it: \(String(cString: strerror(errno)))")
+            }
+            if fd >= 0 { close(fd) }
+        }
+        for file in [path, path + "-wal", path + "-shm"] {
+            var info = stat()
+            guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { continue }
+            if chmod(file, info.st_mode & 0o700) != 0 {
+                throw TokenStoreError(path: file, message: "others can read it and it cannot be made owner-only: \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
     static func checkHeader(_ path: String) throws(TokenStoreError) {
         guard let handle = FileHandle(forReadingAtPath: path) else { return }
         defer { try? handle.close() }

@@ -11,7 +11,9 @@ import HeraldJSON
 /// earlier file store: `{"token":"<hex>","dead":…}` and `{"token":"<hex>","registered":…}`.
 public enum TokenExport {
     /// One row as a line (without the newline); `shortenTokens` keeps the first 8 hex digits (for display).
-    public static func line(_ r: TokenRecord, shortenTokens: Bool = false, to w: inout JSONWriter) {
+    /// `suppressed`: add whether the row suppresses requests (`herald tokens list`, whichever way
+    /// it prints tokens; an export leaves it out: it is derived, not imported).
+    public static func line(_ r: TokenRecord, shortenTokens: Bool = false, suppressed: Bool = false, to w: inout JSONWriter) {
         w.raw("{\"token\":")
         w.string(shortenTokens ? String(r.token.hex.prefix(8)) + "…" : r.token.hex)
         if let t = r.topic { w.raw(",\"topic\":"); w.string(t) }
@@ -19,7 +21,7 @@ public enum TokenExport {
         if let s = r.registeredSource { w.raw(",\"registeredSource\":"); w.string(s) }
         if let t = r.unregisteredAt { w.raw(",\"unregistered\":"); w.int(Int(t)) }
         if let s = r.unregisteredSource { w.raw(",\"unregisteredSource\":"); w.string(s) }
-        if shortenTokens { w.raw(",\"suppressed\":"); w.raw(r.isSuppressed ? "true" : "false") }
+        if suppressed { w.raw(",\"suppressed\":"); w.raw(r.isSuppressed ? "true" : "false") }
         w.raw("}")
     }
 

@@ -42,9 +42,12 @@ struct FeedbackCommand: AsyncParsableCommand {
             throw SetupError("\(error)")
         }
         var entries: [FeedbackEntry]
+        var skipped: [String] = []
         var incomplete: FeedbackIncomplete?
         do {
-            entries = try await client.fetchFeedback()
+            let fetched = try await client.fetch()
+            entries = fetched.entries
+            skipped = fetched.skipped
         } catch let e as FeedbackIncomplete {
             // The service has forgotten what it sent: keep the good tuples, then say what went wrong.
             entries = e.entries
@@ -66,6 +69,7 @@ struct FeedbackCommand: AsyncParsableCommand {
         try writeAll(1, &out, to: "standard output")
         var fields = JSONLine()
         fields.add("tuples", entries.count)
+        if !skipped.isEmpty { fields.add("skipped", skipped.count) }
         fields.add("token_store", configuration.tokenStorePath ?? "memory (not kept)")
         if let incomplete { fields.add("problem", incomplete.reason) }
         var line = JSONLine()

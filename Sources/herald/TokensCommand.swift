@@ -38,12 +38,17 @@ struct TokensCommand: AsyncParsableCommand {
             if (config == nil) == (store == nil) { throw ValidationError("give --store PATH or --config FILE (with tokens.path)") }
         }
 
-        func open() throws -> SQLiteTokenStore {
+        /// Opens the store; `existing`: a command that only reads (list, export, stats) refuses a
+        /// store that is not there rather than create an empty one and report nothing in it.
+        func open(existing: Bool = false) throws -> SQLiteTokenStore {
             var path = store
             if let config {
                 let configuration = try loadConfiguration(config)
                 guard let p = configuration.tokenStorePath else { throw SetupError("\(config): no tokens.path: the token store is in memory only") }
                 path = p
+            }
+            if existing && !FileManager.default.fileExists(atPath: path!) {
+                throw SetupError("\(path!): no token store there (nothing was created); check --store or tokens.path")
             }
             do { return try SQLiteTokenStore(path: path!) } catch { throw SetupError("\(error)") }
         }
@@ -58,7 +63,7 @@ struct TokensCommand: AsyncParsableCommand {
         @Flag(help: "Print whole tokens (they identify devices: keep the output private).") var fullTokens = false
 
         func run() throws {
-            try write(try options.open(), topic: topic, token: token, shorten: !fullTokens) { !suppressed || $0.isSuppressed }
+            try write(try options.open(existing: true), topic: topic, token: token, shorten: !fullTokens, suppressedField: true) { !suppressed || $0.isSuppressed }
         }
     }
 
@@ -66,7 +71,7 @@ struct TokensCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The store as JSON Lines, whole tokens, for herald tokens import.")
         @OptionGroup var options: StoreOptions
         @Option(help: "Only this topic.") var topic: String?
-        func run() throws { try write(try options.open(), topic: topic, token: nil, shorten: false) { _ in true } }
+        func run() throws { try write(try options.open(existing: true), topic: topic, token: nil, shorten: false) { _ in true } }
     }
 
     struct Import: ParsableCommand {
@@ -154,7 +159,7 @@ struct TokensCommand: AsyncParsableCommand {
         @OptionGroup var options: StoreOptions
 
         func run() throws {
-            let store = try options.open()
+            let store = try options.open(existing: true)
             let s: TokenStoreStatistics
             do { s = try store.statistics() } catch { throw SetupError("\(error)") }
             var topics = JSONLine()
@@ -171,7 +176,9 @@ struct TokensCommand: AsyncParsableCommand {
         }
     }
 
-    static func write(_ store: SQLiteTokenStore, topic: String?, token: String?, shorten: Bool, where keep: (TokenRecord) -> Bool) throws {
+    static func write(
+        _ store: SQLiteTokenStore, topic: String?, token: String?, shorten: Bool, suppressedField: Bool = false, where keep: (TokenRecord) -> Bool
+    ) throws {
         var out: [UInt8] = []
         let filter = try token.map(parseToken)
         do {
@@ -179,7 +186,7 @@ struct TokensCommand: AsyncParsableCommand {
                 guard keep(r) else { return }
                 var w = JSONWriter(capacity: 0)
                 swap(&w.bytes, &out)
-                TokenExport.line(r, shortenTokens: shorten, to: &w)
+                TokenExport.line(r, shortenTokens: shorten, suppressed: suppressedField, to: &w)
                 w.byte(0x0A)
                 swap(&w.bytes, &out)
                 if out.count >= 1 << 16 { try writeAll(1, &out, to: "standard output") }

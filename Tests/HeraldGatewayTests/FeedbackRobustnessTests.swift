@@ -52,13 +52,21 @@ struct FeedbackRobustnessTests {
         #expect(e.description.contains("1 complete tuples"))
     }
 
-    @Test("a 65,535-byte token: refused, the tuples before it kept, nothing after it trusted")
+    @Test("a 65,535-byte token (issue 34, item 7): that tuple skipped and named, the tuples before and after it kept")
     func hugeToken() async throws {
         let good = [UInt8](repeating: 0x0B, count: 32)
         let bytes = Self.tuple(good, at: 9) + Self.tuple([UInt8](repeating: 1, count: 65_535), at: 10) + Self.tuple(good, at: 11)
-        guard case .failure(let e) = try await fetch(bytes) else { Issue.record("a 65,535-byte token was accepted"); return }
-        #expect(e.entries.map(\.timestamp) == [9])
-        #expect(e.reason.contains("65535 bytes"))
+            + Self.tuple([UInt8](repeating: 2, count: 31), at: 12) + Self.tuple(good, at: 13)
+        let server = try await fakeGateway(certs) { WriteAndClose(bytes) }
+        defer { Task { try? await server.close() } }
+        let tls = try TLSContext(.client(identity: .pem(certificate: certs.clientCertificate, key: certs.clientKey),
+                                         trust: .caFile(certs.caCertificate)))
+        let client = FeedbackClient(host: "127.0.0.1", port: server.localAddress!.port!, tls: tls, serverName: "localhost")
+        let fetched = try await client.fetch()
+        #expect(fetched.entries.map(\.timestamp) == [9, 11, 13])
+        #expect(fetched.skipped.count == 2)
+        #expect(fetched.skipped.first?.contains("tuple 2") == true && fetched.skipped.first?.contains("65535 bytes") == true, "\(fetched.skipped)")
+        #expect(fetched.skipped.last?.contains("tuple 4") == true && fetched.skipped.last?.contains("31 bytes") == true)
     }
 
     @Test("a clean stream: every tuple, no error")
