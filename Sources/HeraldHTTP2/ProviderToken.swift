@@ -42,7 +42,8 @@ public struct ProviderTokenKey: Sendable, CustomStringConvertible, CustomDebugSt
     public var description: String { "provider token key \(keyID) of team \(teamID)" }
     public var debugDescription: String { description }
 
-    static func isIdentifier(_ s: String) -> Bool {
+    /// Whether `s` can be a key or team id: 10 ASCII letters or digits.
+    public static func isIdentifier(_ s: String) -> Bool {
         s.utf8.count == 10 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) }
     }
 

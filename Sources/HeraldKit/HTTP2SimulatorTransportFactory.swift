@@ -59,6 +59,11 @@ enum HTTP2SimulatorTransportFactory {
         guard let file = try t.path("keyFile") else { throw t.error("keyFile", "required: the .p8 file Apple gave for the key") }
         guard let keyID = try t.string("keyID") else { throw t.error("keyID", "required: the key's 10-character id") }
         guard let teamID = try t.string("teamID") else { throw t.error("teamID", "required: the team's 10-character id") }
+        // Each identifier is checked under its own key (a 9-character keyID was reported under keyFile).
+        for (key, value) in [("keyID", keyID), ("teamID", teamID)] where !ProviderTokenKey.isIdentifier(value) {
+            throw t.error(key, "must be 10 letters or digits, as Apple's developer account shows it (got \(value.count) characters)")
+        }
+        if let warning = secretFileWarning(file, holds: "the provider token's signing key") { warnAtStart(warning) }
         do { return try ProviderTokenKey(p8File: file, keyID: keyID, teamID: teamID) } catch { throw t.error("keyFile", error.description) }
     }
 }

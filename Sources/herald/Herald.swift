@@ -4,11 +4,15 @@ import HeraldBenchmarks
 import Glibc
 #endif
 
+/// What `herald --version` prints.
+let heraldVersion = "0.3.0"
+
 @main
 struct Herald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "An Apple Push Notification service provider.",
+        version: heraldVersion,
         subcommands: [
             Send.self, ValidateCommand.self, PayloadCommand.self, FrameCommand.self, DecodeCommand.self, FeedbackCommand.self, SimulateCommand.self, ChannelsCommand.self, TokensCommand.self, InspectCommand.self, ReplayCommand.self, ServeCommand.self,
             EnqueueCommand.self, WorkCommand.self, PruneCommand.self,

@@ -57,11 +57,49 @@ struct Send: AsyncParsableCommand {
         var configuration = try loadConfiguration(config)
         if let outcomes { configuration.outcomes = outcomes }
         localization.apply(to: &configuration)
+        if input == "-" {
+            // A terminal on standard input: say what is awaited rather than wait in silence.
+            if isatty(0) != 0 { writeToStandardError("herald: reading JSON Lines requests from standard input (one object per line; Ctrl-D ends)\n") }
+        } else if let problem = Self.notJSONLines(input) {
+            throw SetupError(problem)
+        }
         let progress = InputProgress()
         try await Self.deliver(
             JSONLinesSource(path: input, progress: progress), named: input, configuration: configuration, logger: logs.logger(),
             progress: quiet ? nil : progress, progressEvery: .milliseconds(Int64(max(0.05, progressEvery) * 1000)),
             outcomesMode: overwriteOutcomes ? .overwrite : .append)
+    }
+
+    /// Why the file at `path` is plainly not JSON Lines, from its first line: a JSON array
+    /// (`[` first) or pretty-printed JSON (a first line that is only `{`). Every line of such
+    /// a file would end `dropped`; it is refused before anything is sent, with how to convert it.
+    /// `nil` for anything else (including a file that cannot be read: the source says why).
+    static func notJSONLines(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var head = [UInt8](repeating: 0, count: 4096)
+        let n = read(fd, &head, head.count)
+        guard n > 0 else { return nil }
+        head.removeSubrange(n...)
+        var start = 0
+        if head.starts(with: [0xEF, 0xBB, 0xBF]) { start = 3 }  // a byte-order mark
+        let blank: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+        guard let first = head[start...].firstIndex(where: { !blank.contains($0) }) else { return nil }
+        let lineEnd = head[first...].firstIndex(of: 0x0A) ?? head.endIndex
+        let line = head[first..<lineEnd].filter { !blank.contains($0) }
+        let array = head[first] == UInt8(ascii: "[")
+        let looks: String
+        if array {
+            looks = "a JSON array"
+        } else if line == [UInt8(ascii: "{")] {
+            looks = "pretty-printed JSON (an object over several lines)"
+        } else {
+            return nil
+        }
+        let filter = array ? ".[]" : "."
+        return "\(path) is not JSON Lines: it looks like \(looks). herald send reads one request object per line; "
+            + "convert it with: jq -c '\(filter)' \(path) > requests.jsonl"
     }
 
     /// Runs `source` through the configured pipeline and transport: outcomes

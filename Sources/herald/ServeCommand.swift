@@ -56,6 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
             serve = try ServiceConfiguration.load(try configuration.root.child("serve"))
             if let port { serve.port = port }
             if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
+            Self.warnAboutExposure(serve)
             let assembly = try HeraldAssembly.configured(configuration, logger: logger, tokenStore: tokens)
             writer = configuration.outcomesFile != nil
                 ? try OutcomeWriter(path: configuration.outcomes) { error in
@@ -107,5 +108,23 @@ struct ServeCommand: AsyncParsableCommand {
         line.print()
         fflush(nil)
         if !snapshot.isBalanced { throw ExitCode(1) }
+    }
+
+    /// Warnings at start for what carries secrets in clear: the API listening beyond loopback
+    /// (Herald serves plain HTTP: TLS belongs to a proxy in front), and a webhook at an http:// URL.
+    static func warnAboutExposure(_ serve: ServiceConfiguration) {
+        if !isLoopback(serve.host) {
+            warnAtStart(
+                "serve.host is \(serve.host): the API (its bearer tokens, the device tokens in requests and outcomes) is served in plain HTTP "
+                    + "beyond this machine; put TLS in front of it (a proxy) or listen on 127.0.0.1")
+        }
+        if let webhook = serve.webhook, let url = URL(string: webhook.url), url.scheme?.lowercased() == "http", !isLoopback(url.host ?? "") {
+            warnAtStart("outcomes.webhook.url is plain http:// to \(url.host ?? "?"): its bearer token and full device tokens travel in clear; use https://")
+        }
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return h == "localhost" || h == "::1" || h.hasPrefix("127.")
     }
 }

@@ -1,6 +1,9 @@
 import Foundation
 import HeraldTestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What an operator's first hour with `herald serve` ran into (issue 34, items 3, 5 and 9), driven
 /// over raw sockets: what the test sends is exactly what the service reads.
@@ -60,5 +63,76 @@ struct ServeFirstHourTests {
         let after = try await rawHTTP(port: port, Self.request("GET", "/metrics"))
         let requests = after.body.split(separator: "\n").first { $0.hasPrefix("herald_requests_total ") }
         #expect(requests == "herald_requests_total 3", "\(String(describing: requests))")
+
+        // A second service on the same port: refused in words, naming the address.
+        let second = try await runHerald(["serve", "--config", dir + "/serve.json", "--port", String(port)], timeout: 30)
+        #expect(second.status != 0 && second.stderr.contains("cannot listen on 127.0.0.1:\(port): the port is in use"), "\(second.stderr)")
+    }
+}
+
+@Suite("herald: what a new user tries first (issue 34, item 8)")
+struct NewUserTests {
+    @Test("--version prints the version")
+    func version() async throws {
+        let r = try await runHerald(["--version"])
+        #expect(r.status == 0 && r.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").count == 3, "\(r.stdout)")
+    }
+
+    @Test("a JSON array or a pretty-printed object as herald send's input: refused before sending, exit 1, saying it wants one request per line and how to convert", arguments: [
+        ("[\n  {\"token\":\"TOKEN\",\"alert\":\"hi\"}\n]\n", "a JSON array", ".[]"),
+        ("[{\"token\":\"TOKEN\",\"alert\":\"hi\"}]", "a JSON array", ".[]"),
+        ("{\n  \"token\": \"TOKEN\",\n  \"alert\": \"hi\"\n}\n", "pretty-printed JSON", "jq -c '.'"),
+    ])
+    func notJSONLines(_ text: String, _ looks: String, _ conversion: String) async throws {
+        let file = try temporaryFile(text.replacingOccurrences(of: "TOKEN", with: goodToken), suffix: ".json")
+        let r = try await runHerald(["send", file])
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("is not JSON Lines") && r.stderr.contains(looks) && r.stderr.contains(conversion), "\(r.stderr)")
+        #expect(r.stdout.isEmpty, "nothing is sent: \(r.stdout)")
+    }
+}
+
+@Suite("herald: secrets at rest (issue 34, item 10) and the provider key's identifiers (item 8)", .serialized)
+struct SecretFileTests {
+    @Test("a .p8 key others can read: a warning at start naming the file and its mode; a 9-character keyID is reported under keyID, not keyFile")
+    func providerKey() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        _ = try await runCommand("/usr/bin/openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", dir + "/AuthKey.p8"])
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: dir + "/AuthKey.p8")
+        func config(_ keyID: String) throws -> String {
+            let path = dir + "/herald-\(keyID.count).json"
+            try #"""
+            {"transport":{"type":"http2-simulator","bundleID":"com.example.app",
+                          "providerToken":{"keyFile":"AuthKey.p8","keyID":"\#(keyID)","teamID":"TEAM123456"}}}
+            """#.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let input = try temporaryFile(#"{"id":1,"token":"\#(goodToken)","topic":"com.example.app","alert":"hi"}"# + "\n")
+        let short = try await runHerald(["send", "--config", try config("KEY123456"), input])
+        #expect(short.status == 1 && short.stderr.contains("keyID") && !short.stderr.contains("keyFile"), "\(short.stderr)")
+
+        let ok = try await runHerald(["send", "--config", try config("KEY1234567"), input])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(ok.stderr.contains("warning: \(dir)/AuthKey.p8 holds the provider token's signing key and others can read it (mode 0644)"), "\(ok.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: dir + "/AuthKey.p8")
+        let quiet = try await runHerald(["send", "--config", try config("KEY1234567"), input])
+        #expect(quiet.status == 0 && !quiet.stderr.contains("warning"), "\(quiet.stderr)")
+    }
+
+    @Test("herald serve with an api-tokens file others can read: a warning naming it and its mode, and the service still starts")
+    func apiTokens() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "a-test-token-0123456789abcdef\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: dir + "/api-tokens")
+        try #"{"serve":{"apiTokensFile":"api-tokens"},"transport":{"type":"simulator"}}"#.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
+        // Standard error into a file: the warning comes before the ready line.
+        let log = dir + "/serve.log"
+        let pid = try spawnWithSignalsUnblocked(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0"], output: log)
+        defer { kill(pid, SIGKILL); var status: Int32 = 0; waitpid(pid, &status, 0) }
+        try await waitUntil(seconds: 20) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("\"port\"") }
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(text.contains("warning: \(dir)/api-tokens holds a secret") && text.contains("mode 0644") && text.contains("chmod 600"), "\(text)")
     }
 }

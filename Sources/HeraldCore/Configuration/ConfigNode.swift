@@ -203,6 +203,7 @@ public final class ConfigNode: Sendable {
         if let file {
             let bytes: [UInt8]
             do { bytes = try readSmallFile(file, limit: limit) } catch { throw self.error(fileKey, "\(error)") }
+            if let warning = secretFileWarning(file, holds: "a secret (\(self.file): \(fileKey))") { warnAtStart(warning) }
             return (String(decoding: bytes, as: UTF8.self), .file)
         }
         guard let variable else { return nil }

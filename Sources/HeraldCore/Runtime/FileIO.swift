@@ -52,6 +52,22 @@ package func writeAll(_ fd: Int32, _ buffer: inout [UInt8], to name: @autoclosur
     try writeAll(fd, buffer, to: name())
 }
 
+/// A warning for a file holding a secret (`what`: "the API's bearer tokens", "the .p8
+/// signing key"…) that others can read, naming the file and its mode; `nil` when only
+/// its owner can (or it cannot be looked at: reading it reports that).
+package func secretFileWarning(_ path: String, holds what: String) -> String? {
+    var info = stat()
+    guard stat(path, &info) == 0, info.st_mode & 0o077 != 0 else { return nil }
+    let mode = String(info.st_mode & 0o777, radix: 8)
+    return "\(path) holds \(what) and others can read it (mode 0\(mode)): chmod 600 \(path)"
+}
+
+/// Writes `herald: warning: <text>` to standard error, for what a start must not pass over
+/// in silence though it can go on (a secret others can read, an API open beyond loopback).
+package func warnAtStart(_ text: String) {
+    writeToStandardError("herald: warning: \(text)\n")
+}
+
 /// Writes `text` to standard error: the one place Herald does. A failure
 /// here cannot be reported anywhere, so it is the only write whose result is
 /// deliberately not acted upon.
