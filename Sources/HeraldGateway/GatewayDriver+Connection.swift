@@ -58,7 +58,7 @@ extension GatewayDriver {
                     channel.close(promise: nil)
                 }
             case .failure(let error):
-                self.machine.closed(n, reason: .transient("cannot connect to \(self.endpoint): \(error)"), now: self.now)
+                self.machine.closed(n, reason: .transient("cannot connect to the gateway \(self.endpoint): \(describeConnectError(error))"), now: self.now)
                 self.step()
             }
         }

@@ -113,6 +113,22 @@ final class GatewayDriver: @unchecked Sendable {
         }
     }
 
+    /// A signal: ``drain(timeout:)``, but what waits for a gateway that cannot be reached fails now
+    /// (``DeliveryMachine/stop(deadline:now:)``).
+    func stop(timeout: Duration) -> EventLoopFuture<Void> {
+        loop.flatSubmit {
+            self.machine.stop(deadline: self.now + timeout, now: self.now)
+            if let pending = self.drainPromise {
+                self.step()
+                return pending.futureResult
+            }
+            let promise = self.loop.makePromise(of: Void.self)
+            self.drainPromise = promise
+            self.step()
+            return promise.futureResult
+        }
+    }
+
     /// Gives up on everything at once (a second signal).
     func abandon(_ reason: String) {
         loop.execute {
@@ -134,6 +150,7 @@ final class GatewayDriver: @unchecked Sendable {
         repeat {
             stepAgain = false
             for action in machine.takeActions() { perform(action) }
+            for notice in machine.takeNotices() { configuration.logger.warning("\(notice)") }
             writeWhileWritable()
             let records = machine.takeOutcomes()
             if !records.isEmpty { ledger?.record(records) }

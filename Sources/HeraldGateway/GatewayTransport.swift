@@ -94,7 +94,7 @@ public final class GatewayTransport: Transport {
     /// A signal: `send` stops waiting for room, and the drain deadline starts now.
     public func shutdownRequested() {
         gate.open()
-        for d in drivers { _ = d.drain(timeout: configuration.drainTimeout) }
+        for d in drivers { _ = d.stop(timeout: configuration.drainTimeout) }
     }
 }
 
@@ -130,7 +130,9 @@ extension GatewayTransport: TransportHealthReporting {
     /// failed to connect, in a row, for at least a second. (With nothing to
     /// send no connection is tried, so an old outage says nothing about now.)
     public var health: TransportHealth {
-        guard drivers.contains(where: { $0.queuedCount.load(ordering: .relaxed) > 0 }) else { return .ready }
+        // Not ready while connection attempts are failing (for a second or more), whether or not
+        // anything waits: after a run gave up on a gateway it never reached, nothing is queued,
+        // and the last error is still the news. An idle transport with no outage is ready.
         var reason: String?
         for d in drivers {
             let s = d.published.withLock { $0 }

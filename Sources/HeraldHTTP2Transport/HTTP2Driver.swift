@@ -99,6 +99,22 @@ final class HTTP2Driver: @unchecked Sendable {
         }
     }
 
+    /// A signal: ``drain(timeout:)``, but what waits for a connection that cannot be made fails now
+    /// (``HTTP2DeliveryMachine/stop(deadline:now:)``).
+    func stop(timeout: Duration) -> EventLoopFuture<Void> {
+        loop.flatSubmit {
+            self.machine.stop(deadline: self.now + timeout, now: self.now)
+            if let pending = self.drainPromise {
+                self.step()
+                return pending.futureResult
+            }
+            let promise = self.loop.makePromise(of: Void.self)
+            self.drainPromise = promise
+            self.step()
+            return promise.futureResult
+        }
+    }
+
     /// Gives up on everything at once.
     func abandon(_ reason: String) {
         loop.execute {
@@ -135,7 +151,9 @@ final class HTTP2Driver: @unchecked Sendable {
         s.tokensSigned = machine.tokens?.signed ?? 0
         s.failure = machine.failure?.message
         s.outageSince = machine.outageSince
+        s.lastError = machine.lastError
         published.withLock { $0 = s }
+        for notice in machine.takeNotices() { configuration.logger.warning("\(notice)") }
         scheduleTimer()
         if machine.isSettled, let promise = drainPromise {
             drainPromise = nil
@@ -248,7 +266,7 @@ final class HTTP2Driver: @unchecked Sendable {
                 self.connections[c] = nil
                 self.trace("cannot connect \(c): \(error)")
                 let target = configuration.proxy.map { "the proxy \($0) (for \(configuration.endpoint))" } ?? configuration.endpoint
-                self.machine.closed(c, reason: .transient("cannot connect to \(target): \(error)"), now: self.now)
+                self.machine.closed(c, reason: .transient("cannot connect to \(target): \(describeConnectError(error))"), now: self.now)
                 self.step()
             }
         }
@@ -341,6 +359,8 @@ public struct HTTP2TransportStatistics: Sendable, Hashable {
     public var failure: String?
     /// Since when no connection has been ready (the driver's clock), if so.
     public var outageSince: Duration?
+    /// The latest failed connection attempt, in words.
+    public var lastError: String?
     /// Provider tokens signed (one for a run shorter than the refresh interval).
     public var tokensSigned = 0
     /// TLS handshakes completed, and how many resumed an earlier session.

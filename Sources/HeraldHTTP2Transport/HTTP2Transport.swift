@@ -54,8 +54,11 @@ public final class HTTP2Transport: Transport, TransportHealthReporting {
     public var health: TransportHealth {
         let s = statistics
         if let failure = s.failure { return .unavailable(failure) }
-        if let since = s.outageSince, gate.held > 0, driver.now - since >= .seconds(1) {
-            return .unavailable("no connection to \(driver.configuration.endpoint) has been ready for \(Int((driver.now - since).inSeconds)) s")
+        // While attempts fail, whether or not anything waits (after giving up on an endpoint never
+        // reached nothing does): the last error is the news. With no outage and no work it is ready.
+        if let since = s.outageSince, gate.held > 0 || s.lastError != nil, driver.now - since >= .seconds(1) {
+            return .unavailable("no connection to \(driver.configuration.endpoint) has been ready for \(Int((driver.now - since).inSeconds)) s"
+                + (s.lastError.map { ": \($0)" } ?? ""))
         }
         return .ready
     }
@@ -87,6 +90,6 @@ public final class HTTP2Transport: Transport, TransportHealthReporting {
     /// A signal: `send` stops waiting for room, and the drain deadline starts now.
     public func shutdownRequested() {
         gate.open()
-        _ = driver.drain(timeout: configuration.drainTimeout)
+        _ = driver.stop(timeout: configuration.drainTimeout)
     }
 }

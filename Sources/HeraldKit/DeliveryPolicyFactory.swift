@@ -7,7 +7,8 @@ import HeraldCore
 ///
 /// `writeBytes`, `maxUnconfirmed`, `minUnconfirmed`, `confirmAfterMilliseconds`,
 /// `answerTimeoutMilliseconds`, `maxSilentCloses`, `maxOutageSeconds`,
-/// `backoffInitialMilliseconds`, `backoffMaxMilliseconds`, `connectTimeoutSeconds`.
+/// `backoffInitialMilliseconds`, `backoffMaxMilliseconds`, `connectTimeoutSeconds`,
+/// `firstConnectAttempts` (0: hold through `maxOutageSeconds` even before any connection).
 enum DeliveryPolicyFactory {
     static func make(_ node: ConfigNode) throws(ConfigError) -> DeliveryPolicy {
         var p = DeliveryPolicy()
@@ -22,6 +23,7 @@ enum DeliveryPolicyFactory {
         if let ms = try node.int("backoffInitialMilliseconds", in: 1...600_000) { p.backoff.initial = .milliseconds(ms) }
         if let ms = try node.int("backoffMaxMilliseconds", in: 1...3_600_000) { p.backoff.maximum = .milliseconds(ms) }
         if let s = try node.int("connectTimeoutSeconds", in: 1...600) { p.connectTimeout = .seconds(s) }
+        if let n = try node.int("firstConnectAttempts", in: 0...1000) { p.firstConnectAttempts = n == 0 ? nil : n }
         return p
     }
 }

@@ -136,3 +136,66 @@ struct HTTP2DeliveryMachineTests {
         #expect(outcomes.count == 2 && outcomes.allSatisfy { if case .failed(let r) = $0.outcome { return r.code == .gatewayUnreachable } else { return false } })
     }
 }
+
+@Suite("HTTP/2 delivery machine: an endpoint never reached (issue 34, item 2)")
+struct HTTP2NeverConnectedTests {
+    let t0 = Duration.seconds(1_700_000_000)
+
+    /// Fails every connection attempt the machine asks for, following its deadlines; the outcomes.
+    static func refuseAll(_ m: inout HTTP2DeliveryMachine, from start: Duration, until end: Duration) -> [OutcomeRecord] {
+        var now = start
+        var outcomes: [OutcomeRecord] = []
+        while now < end {
+            for case .connect(let c) in m.takeActions() {
+                m.closed(c, reason: .transient("cannot connect to api.example:443: connection refused (nothing listens on that port)"), now: now)
+            }
+            outcomes += m.takeOutcomes()
+            guard let next = m.nextDeadline, next > now else { now += .milliseconds(100); m.timer(now: now); continue }
+            now = next
+            m.timer(now: now)
+        }
+        return outcomes + m.takeOutcomes()
+    }
+
+    @Test("never connected: after firstConnectAttempts failures what waits fails naming the refusal, in seconds not maxOutage; the first failure and the giving up are notices; a later request gets one attempt at once; a connection ends the outage with a notice")
+    func givesUpFast() {
+        var m = HTTP2DeliveryMachine(policy: HTTP2DeliveryPolicy(), tokens: nil)
+        m.enqueue((0..<3).map(item), now: t0)
+        let failed = Self.refuseAll(&m, from: t0, until: t0 + .seconds(60))
+        #expect(failed.count == 3)
+        let reason = failed.first.flatMap { if case .failed(let r) = $0.outcome { r } else { nil } }
+        #expect(reason?.code == .gatewayUnreachable && reason?.message.contains("connection refused") == true && reason?.message.contains("5 attempts") == true,
+                "\(String(describing: reason))")
+        let notices = m.takeNotices()
+        #expect(notices.first?.contains("connection refused") == true && notices.first?.contains("gives up after 5 attempts") == true, "\(notices)")
+        #expect(notices.contains { $0.contains("gave up") }, "\(notices)")
+
+        // One attempt, at once, for what comes later.
+        let later = t0 + .seconds(61)
+        m.enqueue([item(9)], now: later)
+        let actions = m.takeActions()
+        guard case .connect(let c)? = actions.first else { Issue.record("no attempt at once: \(actions)"); return }
+        m.closed(c, reason: .transient("refused again"), now: later)
+        #expect(m.takeOutcomes().map(\.id) == [9])
+
+        m.enqueue([item(10)], now: later)
+        guard case .connect(let c2)? = m.takeActions().first else { Issue.record("no attempt"); return }
+        m.connected(c2, maxStreams: 10, now: later)
+        #expect(m.takeNotices().contains { $0.hasPrefix("connected to APNs after") })
+    }
+
+    @Test("a signal while no connection can be made: what waits fails at once naming the last error, not at the drain deadline")
+    func signalDuringRetries() {
+        var policy = HTTP2DeliveryPolicy()
+        policy.firstConnectAttempts = nil
+        var m = HTTP2DeliveryMachine(policy: policy, tokens: nil)
+        m.enqueue((0..<2).map(item), now: t0)
+        _ = Self.refuseAll(&m, from: t0, until: t0 + .seconds(2))
+        #expect(m.takeOutcomes().isEmpty, "held through the outage")
+        m.stop(deadline: t0 + .seconds(32), now: t0 + .seconds(2))
+        let failed = m.takeOutcomes()
+        #expect(failed.count == 2 && failed.allSatisfy {
+            if case .failed(let r) = $0.outcome { r.message.contains("stopped by a signal") && r.message.contains("connection refused") } else { false }
+        }, "\(failed)")
+    }
+}

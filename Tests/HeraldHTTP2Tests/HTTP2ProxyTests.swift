@@ -68,6 +68,7 @@ struct HTTP2ProxyTests {
         let unreachable = try HTTP2Transport(configuration: gone, group: http2TestGroup)
         let (failedLedger, collector) = try await sendAll(try alertEnvelopes(3), through: unreachable)
         #expect(failedLedger.snapshot.failed == 3)
-        #expect(collector.records.allSatisfy { "\($0.outcome)".contains("no connection to APNs") })
+        #expect(collector.records.allSatisfy { "\($0.outcome)".contains("the proxy 127.0.0.1:\(port)") && "\($0.outcome)".contains("connection refused") },
+                "\(collector.records.map(\.outcome))")
     }
 }

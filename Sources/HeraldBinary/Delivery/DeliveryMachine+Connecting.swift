@@ -35,8 +35,27 @@ extension DeliveryMachine {
         case .transient(let why):
             if let why { lastError = why }
         }
+        if outageSince == nil {
+            let budget = statistics.handshakes == 0 && policy.firstConnectAttempts != nil
+                ? "gives up after \(policy.firstConnectAttempts!) attempts if it never connects"
+                : "retries for up to \(Self.describe(policy.maxOutage)) (maxOutageSeconds)"
+            notices.append("\(lastError ?? "cannot connect to the gateway \(endpoint)"); Herald \(budget)")
+        }
         let since = outageSince ?? now
         outageSince = since
+        if statistics.handshakes == 0, let attempts = policy.firstConnectAttempts, connectFailures >= attempts {
+            // Never connected: a wrong host or port, a service not started. Fail now, and give what
+            // comes later one attempt each, at once (no backoff wait in between).
+            if !queue.isEmpty {
+                failQueue(OutcomeReason(.gatewayUnreachable,
+                    "\(lastError ?? "cannot connect to the gateway \(endpoint)") (\(connectFailures) attempts in \(Self.describe(now - since)), "
+                        + "no connection ever made: check the transport's host and port)"))
+                if !neverConnectedGaveUp { notices.append("gave up on the gateway \(endpoint) after \(connectFailures) attempts: what was waiting failed") }
+            }
+            neverConnectedGaveUp = true
+            checkDrained()
+            return
+        }
         if now - since >= policy.maxOutage {
             failQueue(OutcomeReason(.gatewayUnreachable,
                 "the gateway \(endpoint) could not be reached for \(Self.describe(now - since)) (\(connectFailures) attempts): "

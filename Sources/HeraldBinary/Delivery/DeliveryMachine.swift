@@ -104,6 +104,12 @@ public struct DeliveryMachine: Sendable {
     var stuckSince: Duration?
     /// The latest connection failure or close with no answer, for errors and probes.
     public internal(set) var lastError: String?
+    /// Lines for a person, to log at warning level as they come (``takeNotices()``):
+    /// the first failed attempt of an outage, and the connection that ends one.
+    var notices: [String] = []
+    /// Gave up before any connection was made (``DeliveryPolicy/firstConnectAttempts``):
+    /// later notifications get one attempt each, at once.
+    var neverConnectedGaveUp = false
     var drainDeadline: Duration?
     /// Set once draining has finished: nothing queued, nothing in flight.
     public internal(set) var isDrained = false
@@ -113,6 +119,12 @@ public struct DeliveryMachine: Sendable {
         self.endpoint = endpoint
         self.random = SeededGenerator(seed: seed)
         self.cap = max(1, policy.maxUnconfirmed)
+    }
+
+    /// What a person should read now (log at warning): see ``notices``.
+    public mutating func takeNotices() -> [String] {
+        defer { notices.removeAll() }
+        return notices
     }
 
     /// Notifications waiting to be written.
@@ -140,6 +152,10 @@ public struct DeliveryMachine: Sendable {
         guard case .connecting(c, _) = phase else { return }
         phase = .ready(c)
         statistics.handshakes += 1
+        if connectFailures > 0, outageSince != nil {
+            notices.append("connected to the gateway \(endpoint) after \(connectFailures) failed attempt\(connectFailures == 1 ? "" : "s")")
+        }
+        neverConnectedGaveUp = false
         connectFailures = 0
         outageSince = nil
         responses = ErrorResponseDecoder()
@@ -212,6 +228,19 @@ public struct DeliveryMachine: Sendable {
         drainDeadline = min(drainDeadline ?? deadline, deadline)
         connectIfNeeded(now)
         checkDrained()
+    }
+
+    /// A signal (the shell's first): drain as ``drain(deadline:now:)`` does, except
+    /// that when no connection is up and the attempts are failing (an outage, or
+    /// no connection ever made), what is queued fails now, naming the endpoint and
+    /// the last error, instead of waiting for a connection until the deadline.
+    public mutating func stop(deadline: Duration, now: Duration) {
+        if !isReady, outageSince != nil, !queue.isEmpty {
+            failQueue(OutcomeReason(.shutdownDeadline,
+                "stopped by a signal while the gateway \(endpoint) could not be reached (\(connectFailures) failed attempts): \(lastError ?? "unknown error")"))
+            if case .waiting = phase { phase = .idle }
+        }
+        drain(deadline: deadline, now: now)
     }
 
     /// When ``timer(now:)`` should next be called.

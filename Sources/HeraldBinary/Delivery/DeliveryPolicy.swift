@@ -37,6 +37,14 @@ public struct DeliveryPolicy: Sendable, Hashable {
     /// notifications that come later get one attempt each until a connection
     /// succeeds again. A restart of the gateway fails nothing.
     public var maxOutage: Duration = .seconds(300)
+    /// Before any connection has completed its handshake: after this many
+    /// attempts in a row have failed, what is queued fails at once
+    /// (`gateway-unreachable`, naming the endpoint and the last error) instead
+    /// of waiting out ``maxOutage``, and later notifications get one attempt
+    /// each, made at once, until a connection succeeds. A run pointed at the
+    /// wrong host or port ends in seconds. `nil`: hold through ``maxOutage``
+    /// as after a connection was lost.
+    public var firstConnectAttempts: Int? = 5
     /// How many times a notification may be alone in flight on a connection
     /// that closes with no answer before it ends `failed`: only a notification
     /// that the gateway keeps closing on, alone, while it answers for others

@@ -91,6 +91,13 @@ public struct HTTP2DeliveryMachine: Sendable {
     public internal(set) var failure: OutcomeReason?
     /// Since when no connection has been ready (machine time).
     public internal(set) var outageSince: Duration?
+    /// The latest failed connection attempt, in words (for outcomes, `/readyz`, the log).
+    public internal(set) var lastError: String?
+    /// Whether any connection has been ready yet, and attempts failed in a row since the last ready one.
+    var everConnected = false
+    var failedAttemptsInRow = 0
+    /// Lines for a person, to log at warning level as they come (``takeNotices()``).
+    var notices: [String] = []
     var drainDeadline: Duration?
     public internal(set) var statistics = HTTP2Statistics()
 
@@ -119,8 +126,30 @@ public struct HTTP2DeliveryMachine: Sendable {
         slots[s].connection!.maxStreams = max(1, maxStreams)
         slots[s].connection!.lastActivity = now
         slots[s].failures = 0
+        if failedAttemptsInRow > 0 {
+            notices.append("connected to APNs after \(failedAttemptsInRow) failed attempt\(failedAttemptsInRow == 1 ? "" : "s")")
+        }
+        everConnected = true
+        failedAttemptsInRow = 0
         outageSince = nil
         pump(now: now)
+    }
+
+    /// What a person should read now (log at warning): the first failed attempt of an
+    /// outage, giving up before any connection, and the connection that ends an outage.
+    public mutating func takeNotices() -> [String] {
+        defer { notices.removeAll() }
+        return notices
+    }
+
+    /// A signal: like ``drain(deadline:)``, but when no connection is ready and attempts are
+    /// failing, what waits fails now, naming the last error, rather than at the deadline.
+    public mutating func stop(deadline: Duration, now: Duration) {
+        if outageSince != nil, failedAttemptsInRow > 0, hasWaitingWork {
+            failWaiting(OutcomeReason(.shutdownDeadline,
+                "stopped by a signal while no connection to APNs could be made (\(failedAttemptsInRow) failed attempts): \(lastError ?? "unknown error")"))
+        }
+        drain(deadline: deadline)
     }
 
     public mutating func settingsChanged(_ c: Int, maxStreams: Int, now: Duration) {
@@ -164,9 +193,28 @@ public struct HTTP2DeliveryMachine: Sendable {
         switch reason {
         case .permanent(let why):
             fail(OutcomeReason(.tlsRefused, why))
-        case .transient:
+        case .transient(let why):
             slots[s].failures += 1
             slots[s].retryAt = now + policy.backoff.delay(afterFailures: slots[s].failures, using: &random)
+            if !conn.ready {
+                failedAttemptsInRow += 1
+                if let why { lastError = why }
+                if failedAttemptsInRow == 1 {
+                    let budget = !everConnected && policy.firstConnectAttempts != nil
+                        ? "gives up after \(policy.firstConnectAttempts!) attempts if it never connects"
+                        : "retries for up to \(policy.maxOutage) (maxOutageSeconds)"
+                    notices.append("\(lastError ?? "cannot connect to APNs"); Herald \(budget)")
+                }
+                if !everConnected, let attempts = policy.firstConnectAttempts, failedAttemptsInRow >= attempts {
+                    if hasWaitingWork {
+                        failWaiting(OutcomeReason(.gatewayUnreachable,
+                            "\(lastError ?? "cannot connect to APNs") (\(failedAttemptsInRow) attempts, no connection ever made: check the transport's host and port)"))
+                        notices.append("gave up after \(failedAttemptsInRow) attempts with no connection ever made: what was waiting failed")
+                    }
+                    // What comes later: one attempt each, at once.
+                    for k in slots.indices { slots[k].retryAt = now }
+                }
+            }
         }
         if outageSince == nil && !slots.contains(where: { $0.connection?.ready == true }) { outageSince = now }
         pump(now: now)
@@ -199,9 +247,12 @@ public struct HTTP2DeliveryMachine: Sendable {
             }
         }
         if let since = outageSince, now - since >= policy.maxOutage, hasWaitingWork {
-            failWaiting(OutcomeReason(.gatewayUnreachable, "no connection to APNs was ready for \(policy.maxOutage)"))
+            failWaiting(OutcomeReason(.gatewayUnreachable, "no connection to APNs was ready for \(policy.maxOutage)" + (lastError.map { ": \($0)" } ?? "")))
         }
-        if let d = drainDeadline, now >= d { abandon(OutcomeReason(.shutdownDeadline, "shutting down: no answer before the drain deadline"), now: now) }
+        if let d = drainDeadline, now >= d {
+            let noConnection = outageSince != nil ? (lastError.map { "; no connection to APNs was ready (last: \($0))" } ?? "; no connection to APNs was ready") : ""
+            abandon(OutcomeReason(.shutdownDeadline, "shutting down: no answer before the drain deadline" + noConnection), now: now)
+        }
         pump(now: now)
     }
 

@@ -21,6 +21,13 @@ public struct HTTP2DeliveryPolicy: Sendable, Hashable {
     public var backoff = BackoffPolicy()
     /// With no connection ready for this long, what waits fails (`gateway-unreachable`).
     public var maxOutage: Duration = .seconds(300)
+    /// Before any connection has been ready: after this many connection
+    /// attempts have failed, what waits fails at once (`gateway-unreachable`,
+    /// naming the last error) instead of waiting out ``maxOutage``; later
+    /// requests get one attempt each until a connection is ready. `nil`: hold
+    /// through ``maxOutage``. (The binary interface's
+    /// `DeliveryPolicy.firstConnectAttempts` is the same rule.)
+    public var firstConnectAttempts: Int? = 5
 
     public init() {}
 }
