@@ -104,14 +104,8 @@ final class HTTP2Driver: @unchecked Sendable {
     func stop(timeout: Duration) -> EventLoopFuture<Void> {
         loop.flatSubmit {
             self.machine.stop(deadline: self.now + timeout, now: self.now)
-            if let pending = self.drainPromise {
-                self.step()
-                return pending.futureResult
-            }
-            let promise = self.loop.makePromise(of: Void.self)
-            self.drainPromise = promise
-            self.step()
-            return promise.futureResult
+            self.step()  // what stop failed is recorded now, even when a drain was already under way
+            return self.drain(timeout: timeout)
         }
     }
 
