@@ -27,12 +27,15 @@ public struct ServiceConfiguration: Sendable {
     public var queueCapacity = 100_000
     /// Outcomes kept for `GET /v1/notifications/{id}`.
     public var keepOutcomes = 1_000_000
+    /// A connection that sends nothing for this long is closed: an idle keep-alive
+    /// connection, and one that stopped in the middle of a request's header or body.
+    public var idleTimeout: Duration = .seconds(30)
     /// Where outcomes are posted as they are decided (`outcomes.webhook`), if anywhere.
     public var webhook: WebhookConfiguration?
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
-    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`.
+    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`, `idleTimeoutSeconds`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> ServiceConfiguration {
         var c = ServiceConfiguration()
         c.host = try node.string("host") ?? c.host
@@ -40,6 +43,7 @@ public struct ServiceConfiguration: Sendable {
         if let mib = try node.int("maxBodyMiB", in: 1...1024) { c.maxBodyBytes = mib << 20 }
         c.queueCapacity = try node.int("queue", in: 1...100_000_000) ?? c.queueCapacity
         c.keepOutcomes = try node.int("keepOutcomes", in: 1...100_000_000) ?? c.keepOutcomes
+        if let s = try node.int("idleTimeoutSeconds", in: 1...3600) { c.idleTimeout = .seconds(s) }
         let secret = try node.secret(fileKey: "apiTokensFile", environmentKey: "apiTokensEnv")
         switch secret?.source {
         case .file?: c.apiTokens = secret!.text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -139,6 +143,7 @@ public final class HeraldService: Sendable {
         addRoutes(to: router)
         let app = Application(
             router: router,
+            server: .http1(configuration: .init(idleTimeout: TimeAmount.nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
@@ -233,12 +238,17 @@ public final class HeraldService: Sendable {
 
     func addRoutes(to router: Router<BasicRequestContext>) {
         router.add(middleware: MethodGuard())
-        router.get("/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
-        router.get("/openapi.yaml") { _, _ in
+        // HEAD wherever GET is (RFC 9110, 9.3.2): the same handler; MethodGuard drops the body.
+        func getAndHead(_ path: RouterPath, _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response) {
+            router.get(path, use: handler)
+            router.on(path, method: .head, use: handler)
+        }
+        getAndHead("/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
+        getAndHead("/openapi.yaml") { _, _ in
             guard let document = Self.openAPIDocument else { return Self.json(.notFound, #"{"error":"the OpenAPI document is not installed"}"#) }
             return Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
         }
-        router.get("/readyz") { _, _ in
+        getAndHead("/readyz") { _, _ in
             guard self.running.load(ordering: .relaxed) && !self.intakeClosed else {
                 return Self.json(.serviceUnavailable, #"{"status":"not ready","reason":"the pipeline is not running (starting or shutting down)"}"#)
             }
@@ -251,7 +261,7 @@ public final class HeraldService: Sendable {
             }
             return Self.json(.ok, #"{"status":"ready"}"#)
         }
-        router.get("/metrics") { request, _ in
+        getAndHead("/metrics") { request, _ in
             if let denied = self.authenticate(request) { return denied }
             self.queueDepth.record(await self.queueIntake?.depth() ?? self.intake.depth)
             await self.exportTransportCounters()
@@ -262,7 +272,7 @@ public final class HeraldService: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: out)))
         }
         router.post("/v1/notifications") { request, _ in try await self.post(request) }
-        router.get("/v1/notifications/:notification") { request, context in
+        getAndHead("/v1/notifications/:notification") { request, context in
             if let denied = self.authenticate(request) { return denied }
             guard let text = context.parameters.get("notification"), let id = UInt64(text) else {
                 return Self.json(.badRequest, #"{"error":"the id is a notification number"}"#)
@@ -355,8 +365,15 @@ public final class HeraldService: Sendable {
         if intakeClosed { return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true) }
         var request = request
         let body: ByteBuffer
-        do { body = try await request.collectBody(upTo: configuration.maxBodyBytes) } catch {
+        do { body = try await request.collectBody(upTo: configuration.maxBodyBytes) } catch is NIOTooManyBytesError {
             return Self.json(.contentTooLarge, "{\"error\":\"the body is over \(configuration.maxBodyBytes) bytes\"}")
+        } catch {
+            // Not a size: a body that cannot be read (a transfer coding other than chunked, broken chunks).
+            var w = JSONWriter(capacity: 120)
+            w.raw(#"{"error":"#)
+            w.string("the body could not be read: \(error)")
+            w.raw("}")
+            return Self.json(.badRequest, w.bytes)
         }
         let parsed = RequestBatch.parse(Array(body.readableBytesView), keepingText: queueIntake != nil)
         if parsed.requests.isEmpty {

@@ -19,6 +19,14 @@ struct MethodGuard: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if request.method == .head, let allowed = Self.allowed(request.uri.path), allowed.contains(.get) {
+            // HEAD wherever GET is (RFC 9110, 9.3.2; the routes register GET's handler for HEAD):
+            // the GET answer's status and headers, its length, no body.
+            let response = try await next(request, context)
+            var headers = response.headers
+            if headers[.contentLength] == nil, let length = response.body.contentLength { headers[.contentLength] = String(length) }
+            return Response(status: response.status, headers: headers, body: ResponseBody())
+        }
         if let allowed = Self.allowed(request.uri.path), !allowed.contains(request.method) {
             return Response(
                 status: .methodNotAllowed,

@@ -31,7 +31,7 @@ struct ServeFirstHourTests {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try "\(Self.token)\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
-        try #"{"serve":{"apiTokensFile":"api-tokens","queue":5},"transport":{"type":"simulator"}}"#
+        try #"{"serve":{"apiTokensFile":"api-tokens","queue":5,"idleTimeoutSeconds":2},"transport":{"type":"simulator"}}"#
             .write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
         let server = try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"])
         let port = server.ready["port"] as! Int
@@ -63,6 +63,23 @@ struct ServeFirstHourTests {
         let after = try await rawHTTP(port: port, Self.request("GET", "/metrics"))
         let requests = after.body.split(separator: "\n").first { $0.hasPrefix("herald_requests_total ") }
         #expect(requests == "herald_requests_total 3", "\(String(describing: requests))")
+
+        // HEAD wherever GET is: GET's status and headers (its length too), no body; the connection goes on.
+        let pipelined = try await rawHTTP(port: port, "HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            + "HEAD /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.token)\r\n\r\n" + Self.request("GET", "/healthz", auth: nil))
+        let answers = pipelined.text.components(separatedBy: "HTTP/1.1 ")
+        #expect(answers.count == 4 && answers[1].hasPrefix("200") && answers[1].contains("Content-Length: 15") && answers[1].hasSuffix("\r\n\r\n"),
+                "\(pipelined.text)")
+        #expect(answers[2].hasPrefix("200") && answers[2].hasSuffix("\r\n\r\n") && answers[3].hasSuffix(#"{"status":"ok"}"#), "\(pipelined.text)")
+
+        // A transfer coding the service cannot read: 400 saying so, not 413.
+        let xchunked = try await rawHTTP(port: port, "POST /v1/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.token)\r\n"
+            + "Transfer-Encoding: xchunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+        #expect(xchunked.status == 400 && Self.errorText(xchunked)?.contains("could not be read") == true, "\(xchunked.text)")
+
+        // A connection stopped in the middle of a request header is closed after idleTimeoutSeconds (2 here).
+        let half = try await rawHTTP(port: port, "GET /heal", timeout: 10)
+        #expect(!half.timedOut && half.seconds >= 1.5 && half.seconds < 8, "closed after \(half.seconds) s")
 
         // A second service on the same port: refused in words, naming the address.
         let second = try await runHerald(["serve", "--config", dir + "/serve.json", "--port", String(port)], timeout: 30)
