@@ -143,7 +143,9 @@ public final class HeraldService: Sendable {
         addRoutes(to: router)
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: TimeAmount.nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000))),
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [HTTP1ConformanceInstaller()],
+                idleTimeout: TimeAmount.nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
