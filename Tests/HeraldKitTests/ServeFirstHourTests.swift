@@ -204,10 +204,14 @@ struct CurlTests {
             }
             return best
         }
-        let without = try await best("Expect:")
-        let with = try await best("Expect: 100-continue")
-        // The test build is unoptimised (parsing 2 MB takes it about 0.2 s; a release build answers in a few ms):
-        // the measure is the difference, which was a whole second before.
-        #expect(with < without + 0.1, "with Expect \(with) s, without \(without) s")
+        var without = Double.infinity, with = Double.infinity
+        for _ in 0..<2 {  // alternating, so that a busy moment falls on both
+            without = min(without, try await best("Expect:"))
+            with = min(with, try await best("Expect: 100-continue"))
+        }
+        // The test build is unoptimised (parsing 2 MB takes it about 0.2 s quiet, over 1.5 s in a full parallel
+        // run; a release build answers in 8-9 ms): the measure is the difference, which was curl's whole
+        // second of waiting for a 100 before; half a second allows for the noise and still catches it.
+        #expect(with < without + 0.5, "with Expect \(with) s, without \(without) s")
     }
 }
