@@ -27,10 +27,18 @@ struct MethodGuard: RouterMiddleware {
             if headers[.contentLength] == nil, let length = response.body.contentLength { headers[.contentLength] = String(length) }
             return Response(status: response.status, headers: headers, body: ResponseBody())
         }
-        if let allowed = Self.allowed(request.uri.path), !allowed.contains(request.method) {
+        guard let allowedHere = Self.allowed(request.uri.path) else {
+            // Not a path of the API: 404 with an error text, as every 4xx has.
+            var w = JSONWriter(capacity: 64 + request.uri.path.utf8.count)
+            w.raw(#"{"error":"#)
+            w.string("no such endpoint: \(request.uri.path) (the API is /v1/notifications; probes /healthz, /readyz; /metrics, /openapi.yaml)")
+            w.raw("}")
+            return Response(status: .notFound, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: w.bytes)))
+        }
+        if !allowedHere.contains(request.method) {
             return Response(
                 status: .methodNotAllowed,
-                headers: [.allow: allowed.map(\.rawValue).joined(separator: ", "), .contentType: "application/json"],
+                headers: [.allow: allowedHere.map(\.rawValue).joined(separator: ", "), .contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(string: #"{"error":"method not allowed"}"#)))
         }
         return try await next(request, context)

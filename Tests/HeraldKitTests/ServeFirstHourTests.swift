@@ -81,6 +81,10 @@ struct ServeFirstHourTests {
         let half = try await rawHTTP(port: port, "GET /heal", timeout: 10)
         #expect(!half.timedOut && half.seconds >= 1.5 && half.seconds < 8, "closed after \(half.seconds) s")
 
+        // A path outside the API: 404 with an error text, like every other 4xx.
+        let unknown = try await rawHTTP(port: port, Self.request("GET", "/v2/nothing", auth: nil))
+        #expect(unknown.status == 404 && Self.errorText(unknown)?.contains("/v2/nothing") == true, "\(unknown.text)")
+
         // Expect: 100-continue is answered at once, before the body is sent.
         let body = #"{"id":7,"token":"\#(goodToken)","alert":"x"}"#
         let expect = try await rawHTTP(
