@@ -53,8 +53,22 @@ struct WebhookTests {
         let receiver = try await ExternalServer.start(python, [script, "--token", webhookToken, "--out", dir + "/received.jsonl", "--plan", "503,drop,500"])
         let invalid = Array(stride(from: 7, to: 3000, by: 50))
         let serve = try await startServe(in: dir, url: "http://127.0.0.1:\(receiver.ready["port"] as! Int)/hooks/herald", invalid: invalid, webhook: "")
-        let metrics = try await post(port: serve.ready["port"] as! Int, dir: dir, count: 3000)
-        #expect(metrics["herald_outcome_reasons_total{outcome=rejected}{reason=8 invalid token}"] == Double(invalid.count), "\(metrics.keys.filter { $0.contains("reason") })")
+        let servePort = serve.ready["port"] as! Int
+        let metrics = try await post(port: servePort, dir: dir, count: 3000)
+        // The client stops once herald_outcomes_total counts every request; the per-reason counter is
+        // incremented just after it, so a loaded machine can scrape between the two: read it again.
+        var rejected = metrics["herald_outcome_reasons_total{outcome=rejected}{reason=8 invalid token}"]
+        let clock = ContinuousClock(), by = clock.now + .seconds(5)
+        while rejected != Double(invalid.count) && clock.now < by {
+            try await Task.sleep(for: .milliseconds(100))
+            let scrape = try await rawHTTP(
+                port: servePort, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer a-test-token-0123456789abcdef\r\nConnection: close\r\n\r\n")
+            let line = scrape.body.split(separator: "\n").first {
+                $0.hasPrefix("herald_outcome_reasons_total{") && $0.contains(#"outcome="rejected""#) && $0.contains(#"reason="8 invalid token""#)
+            }
+            rejected = line.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }
+        }
+        #expect(rejected == Double(invalid.count), "\(String(describing: rejected)); \(metrics.keys.filter { $0.contains("reason") })")
         let summary = (await serve.stop(interrupt: true)["summary"] as? [String: Any]) ?? [:]
         let counts = await receiver.stop(interrupt: true)
         #expect(counts["unauthorized"] as? Int == 0 && counts["malformed"] as? Int == 0, "\(counts)")
