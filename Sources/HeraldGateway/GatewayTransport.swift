@@ -126,13 +126,12 @@ extension GatewayTransport: DeliveryReporting {
 }
 
 extension GatewayTransport: TransportHealthReporting {
-    /// Unavailable while notifications wait and every connection slot has
-    /// failed to connect, in a row, for at least a second. (With nothing to
-    /// send no connection is tried, so an old outage says nothing about now.)
+    /// Unavailable while every connection slot has failed to connect, in a
+    /// row, for at least a second, whether or not notifications wait (after
+    /// giving up on a gateway it never reached nothing does, and the last
+    /// error is still the news); the reason is the last error. A slot's outage
+    /// ends only with a connection, so a transport that never had one is ready.
     public var health: TransportHealth {
-        // Not ready while connection attempts are failing (for a second or more), whether or not
-        // anything waits: after a run gave up on a gateway it never reached, nothing is queued,
-        // and the last error is still the news. An idle transport with no outage is ready.
         var reason: String?
         for d in drivers {
             let s = d.published.withLock { $0 }

@@ -54,7 +54,6 @@
     /// The bytes of hex text, or the offset of the first byte that is not a
     /// hex digit (an odd count reports its length).
     package static func decode(_ text: some Collection<UInt8>) -> Result<[UInt8], HexError> {
-        if text.count % 2 != 0 { return .failure(HexError(offset: text.count)) }
         if let done = text.withContiguousStorageIfAvailable({ decode(UnsafeRawBufferPointer($0)) }) { return done }
         return Array(text).withUnsafeBytes { decode($0) }
     }

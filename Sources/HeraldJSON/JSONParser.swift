@@ -110,16 +110,8 @@ public struct JSONParser {
                 guard i < end, base[i] == UInt8(ascii: "\"") else { throw error("expected a string key") }
                 let keyOffset = i
                 let key = try parseString()
-                let duplicate: Bool
-                if seen != nil {
-                    duplicate = !seen!.insert(key).inserted
-                } else if obj.count < Self.linearKeyLimit {
-                    duplicate = obj.containsKey(key)
-                } else {
-                    var keys = Set(obj.keys)
-                    duplicate = !keys.insert(key).inserted
-                    seen = keys
-                }
+                if seen == nil && obj.count >= Self.linearKeyLimit { seen = Set(obj.keys) }
+                let duplicate = seen != nil ? !seen!.insert(key).inserted : obj.containsKey(key)
                 if duplicate { throw error("duplicate key \"\(key)\"", at: keyOffset) }
                 skipWhitespace()
                 guard i < end, base[i] == UInt8(ascii: ":") else { throw error("expected ':' after key") }

@@ -30,49 +30,46 @@ struct StringIndex<Value: Sendable>: Sendable {
     var count: Int { keys.count }
 
     subscript(key: String) -> Value? {
-        get {
-            let h = Self.hash(key)
-            let mask = slots.count &- 1
-            var i = Int(truncatingIfNeeded: h) & mask
-            while true {
-                let s = Int(slots[i])
-                if s == 0 { return nil }
-                if hashes[s &- 1] == h && Self.sameBytes(keys[s &- 1], key) { return values[s &- 1] }
-                i = (i &+ 1) & mask
-            }
-        }
+        let (_, entry) = probe(key, Self.hash(key))
+        return entry.map { values[$0] }
     }
 
     /// Adds `key` or replaces its value.
     mutating func set(_ key: String, _ value: Value) {
         let h = Self.hash(key)
-        var mask = slots.count &- 1
-        var i = Int(truncatingIfNeeded: h) & mask
-        while true {
-            let s = Int(slots[i])
-            if s == 0 { break }
-            if hashes[s &- 1] == h && Self.sameBytes(keys[s &- 1], key) {
-                values[s &- 1] = value
-                return
-            }
-            i = (i &+ 1) & mask
+        let (slot, entry) = probe(key, h)
+        if let entry {
+            values[entry] = value
+            return
         }
         keys.append(key)
         values.append(value)
         hashes.append(h)
         if keys.count * 2 > slots.count {
             slots = Array(repeating: 0, count: slots.count * 2)
-            mask = slots.count &- 1
+            let mask = slots.count &- 1
             for (n, hash) in hashes.enumerated() {
                 var j = Int(truncatingIfNeeded: hash) & mask
                 while slots[j] != 0 { j = (j &+ 1) & mask }
                 slots[j] = Int32(n &+ 1)
             }
         } else {
-            slots[i] = Int32(keys.count)
+            slots[slot] = Int32(keys.count)
         }
     }
 
+    /// Where `key` (hashing to `h`) is: its entry's index, or `nil` and the empty slot where it would go.
+    @inline(__always)
+    private func probe(_ key: String, _ h: UInt64) -> (slot: Int, entry: Int?) {
+        let mask = slots.count &- 1
+        var i = Int(truncatingIfNeeded: h) & mask
+        while true {
+            let s = Int(slots[i])
+            if s == 0 { return (i, nil) }
+            if hashes[s &- 1] == h && Self.sameBytes(keys[s &- 1], key) { return (i, s &- 1) }
+            i = (i &+ 1) & mask
+        }
+    }
 
     @inline(__always)
     static func hash(_ s: String) -> UInt64 {

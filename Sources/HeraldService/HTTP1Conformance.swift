@@ -73,10 +73,7 @@ final class HTTP1Conformance: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// A final answer written here, then the connection closed (what follows on it cannot be trusted).
     func answer(_ context: ChannelHandlerContext, _ status: HTTPResponseStatus, _ message: String) {
-        var body = context.channel.allocator.buffer(capacity: message.utf8.count + 16)
-        body.writeString("{\"error\":\"")
-        body.writeString(message.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))
-        body.writeString("\"}")
+        let body = ByteBuffer(bytes: errorBody(message))
         var head = HTTPResponseHead(version: .http1_1, status: status)
         head.headers = ["content-type": "application/json", "content-length": String(body.readableBytes), "connection": "close"]
         context.write(wrapOutboundOut(.head(head)), promise: nil)

@@ -371,11 +371,7 @@ public final class HeraldService: Sendable {
             return Self.json(.contentTooLarge, "{\"error\":\"the body is over \(configuration.maxBodyBytes) bytes\"}")
         } catch {
             // Not a size: a body that cannot be read (a transfer coding other than chunked, broken chunks).
-            var w = JSONWriter(capacity: 120)
-            w.raw(#"{"error":"#)
-            w.string("the body could not be read: \(error)")
-            w.raw("}")
-            return Self.json(.badRequest, w.bytes)
+            return Self.json(.badRequest, errorBody("the body could not be read: \(error)"))
         }
         let parsed = RequestBatch.parse(Array(body.readableBytesView), keepingText: queueIntake != nil)
         if parsed.requests.isEmpty {
@@ -395,11 +391,7 @@ public final class HeraldService: Sendable {
                 return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
             case .failure(.database(let e)):
                 logger.error("\(e)")
-                var w = JSONWriter(capacity: 200)
-                w.raw(#"{"error":"#)
-                w.string("the queue's database did not take the batch (nothing of it was queued): \(e)")
-                w.raw("}")
-                return Self.json(.serviceUnavailable, w.bytes, retryAfter: true)
+                return Self.json(.serviceUnavailable, errorBody("the queue's database did not take the batch (nothing of it was queued): \(e)"), retryAfter: true)
             }
         }
         switch intake.submit(parsed.requests.map(\.request)) {

@@ -4,6 +4,16 @@ import Hummingbird
 
 /// Any method a path of the API does not answer gets 405 with `Allow` (the
 /// router alone would answer 404, as for a path it does not know).
+/// `{"error":"…"}` with `message` escaped by the one JSON writer: the body of every error
+/// answer whose text is made at run time (a header value, a path, an error's description).
+func errorBody(_ message: String) -> [UInt8] {
+    var w = JSONWriter(capacity: message.utf8.count + 16)
+    w.raw(#"{"error":"#)
+    w.string(message)
+    w.raw("}")
+    return w.bytes
+}
+
 struct MethodGuard: RouterMiddleware {
     typealias Context = BasicRequestContext
 
@@ -19,7 +29,12 @@ struct MethodGuard: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if request.method == .head, let allowed = Self.allowed(request.uri.path), allowed.contains(.get) {
+        guard let allowed = Self.allowed(request.uri.path) else {
+            // Not a path of the API: 404 with an error text, as every 4xx has.
+            let message = "no such endpoint: \(request.uri.path) (the API is /v1/notifications; probes /healthz, /readyz; /metrics, /openapi.yaml)"
+            return Response(status: .notFound, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: errorBody(message))))
+        }
+        if request.method == .head, allowed.contains(.get) {
             // HEAD wherever GET is (RFC 9110, 9.3.2; the routes register GET's handler for HEAD):
             // the GET answer's status and headers, its length, no body.
             let response = try await next(request, context)
@@ -27,18 +42,10 @@ struct MethodGuard: RouterMiddleware {
             if headers[.contentLength] == nil, let length = response.body.contentLength { headers[.contentLength] = String(length) }
             return Response(status: response.status, headers: headers, body: ResponseBody())
         }
-        guard let allowedHere = Self.allowed(request.uri.path) else {
-            // Not a path of the API: 404 with an error text, as every 4xx has.
-            var w = JSONWriter(capacity: 64 + request.uri.path.utf8.count)
-            w.raw(#"{"error":"#)
-            w.string("no such endpoint: \(request.uri.path) (the API is /v1/notifications; probes /healthz, /readyz; /metrics, /openapi.yaml)")
-            w.raw("}")
-            return Response(status: .notFound, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: w.bytes)))
-        }
-        if !allowedHere.contains(request.method) {
+        if !allowed.contains(request.method) {
             return Response(
                 status: .methodNotAllowed,
-                headers: [.allow: allowedHere.map(\.rawValue).joined(separator: ", "), .contentType: "application/json"],
+                headers: [.allow: allowed.map(\.rawValue).joined(separator: ", "), .contentType: "application/json"],
                 body: .init(byteBuffer: ByteBuffer(string: #"{"error":"method not allowed"}"#)))
         }
         return try await next(request, context)

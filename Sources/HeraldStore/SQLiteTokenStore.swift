@@ -58,7 +58,7 @@ public final class SQLiteTokenStore: TokenStore {
         let started = ContinuousClock.now
         try Self.checkHeader(path)
         let existed = FileManager.default.fileExists(atPath: path)
-        try Self.ownerOnly(path)
+        try Self.ownerOnly(path, exists: existed)
         var readOnly = Configuration()
         readOnly.busyMode = .timeout(TimeInterval(busyTimeout.components.seconds))
         readOnly.readonly = true
@@ -305,8 +305,8 @@ public final class SQLiteTokenStore: TokenStore {
     /// beside it with the same mode, are readable by their owner only (0600), as the recorder's
     /// logs and the outcomes file are. A new store is created so; an existing one that others
     /// could read is narrowed to 0600.
-    static func ownerOnly(_ path: String) throws(TokenStoreError) {
-        if !FileManager.default.fileExists(atPath: path) {
+    static func ownerOnly(_ path: String, exists: Bool) throws(TokenStoreError) {
+        if !exists {
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             if fd < 0 && errno != EEXIST {
                 throw TokenStoreError(path: path, message: "cannot create it: \(String(cString: strerror(errno)))")

@@ -36,10 +36,9 @@ extension DeliveryMachine {
             if let why { lastError = why }
         }
         if outageSince == nil {
-            let budget = statistics.handshakes == 0 && policy.firstConnectAttempts != nil
-                ? "gives up after \(policy.firstConnectAttempts!) attempts if it never connects"
-                : "retries for up to \(Self.describe(policy.maxOutage)) (maxOutageSeconds)"
-            notices.append("\(lastError ?? "cannot connect to the gateway \(endpoint)"); Herald \(budget)")
+            notices.append(ConnectNotice.firstFailure(
+                lastError ?? "cannot connect to the gateway \(endpoint)", neverConnected: statistics.handshakes == 0,
+                firstConnectAttempts: policy.firstConnectAttempts, maxOutage: policy.maxOutage))
         }
         let since = outageSince ?? now
         outageSince = since
@@ -50,9 +49,9 @@ extension DeliveryMachine {
                 failQueue(OutcomeReason(.gatewayUnreachable,
                     "\(lastError ?? "cannot connect to the gateway \(endpoint)") (\(connectFailures) attempts in \(Self.describe(now - since)), "
                         + "no connection ever made: check the transport's host and port)"))
-                if !neverConnectedGaveUp { notices.append("gave up on the gateway \(endpoint) after \(connectFailures) attempts: what was waiting failed") }
+                // Said once, when the rule first applies; later single attempts fail with the same reason.
+                if connectFailures == attempts { notices.append(ConnectNotice.gaveUp(on: "the gateway \(endpoint)", attempts: attempts)) }
             }
-            neverConnectedGaveUp = true
             checkDrained()
             return
         }

@@ -107,9 +107,6 @@ public struct DeliveryMachine: Sendable {
     /// Lines for a person, to log at warning level as they come (``takeNotices()``):
     /// the first failed attempt of an outage, and the connection that ends one.
     var notices: [String] = []
-    /// Gave up before any connection was made (``DeliveryPolicy/firstConnectAttempts``):
-    /// later notifications get one attempt each, at once.
-    var neverConnectedGaveUp = false
     var drainDeadline: Duration?
     /// Set once draining has finished: nothing queued, nothing in flight.
     public internal(set) var isDrained = false
@@ -153,9 +150,8 @@ public struct DeliveryMachine: Sendable {
         phase = .ready(c)
         statistics.handshakes += 1
         if connectFailures > 0, outageSince != nil {
-            notices.append("connected to the gateway \(endpoint) after \(connectFailures) failed attempt\(connectFailures == 1 ? "" : "s")")
+            notices.append(ConnectNotice.connected(to: "the gateway \(endpoint)", afterFailures: connectFailures))
         }
-        neverConnectedGaveUp = false
         connectFailures = 0
         outageSince = nil
         responses = ErrorResponseDecoder()

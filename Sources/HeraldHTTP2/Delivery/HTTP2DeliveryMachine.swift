@@ -127,10 +127,11 @@ public struct HTTP2DeliveryMachine: Sendable {
         slots[s].connection!.lastActivity = now
         slots[s].failures = 0
         if failedAttemptsInRow > 0 {
-            notices.append("connected to APNs after \(failedAttemptsInRow) failed attempt\(failedAttemptsInRow == 1 ? "" : "s")")
+            notices.append(ConnectNotice.connected(to: "APNs", afterFailures: failedAttemptsInRow))
         }
         everConnected = true
         failedAttemptsInRow = 0
+        lastError = nil  // the outage it described is over (/readyz reads it while attempts fail)
         outageSince = nil
         pump(now: now)
     }
@@ -200,16 +201,16 @@ public struct HTTP2DeliveryMachine: Sendable {
                 failedAttemptsInRow += 1
                 if let why { lastError = why }
                 if failedAttemptsInRow == 1 {
-                    let budget = !everConnected && policy.firstConnectAttempts != nil
-                        ? "gives up after \(policy.firstConnectAttempts!) attempts if it never connects"
-                        : "retries for up to \(policy.maxOutage) (maxOutageSeconds)"
-                    notices.append("\(lastError ?? "cannot connect to APNs"); Herald \(budget)")
+                    notices.append(ConnectNotice.firstFailure(
+                        lastError ?? "cannot connect to APNs", neverConnected: !everConnected,
+                        firstConnectAttempts: policy.firstConnectAttempts, maxOutage: policy.maxOutage))
                 }
                 if !everConnected, let attempts = policy.firstConnectAttempts, failedAttemptsInRow >= attempts {
                     if hasWaitingWork {
                         failWaiting(OutcomeReason(.gatewayUnreachable,
                             "\(lastError ?? "cannot connect to APNs") (\(failedAttemptsInRow) attempts, no connection ever made: check the transport's host and port)"))
-                        notices.append("gave up after \(failedAttemptsInRow) attempts with no connection ever made: what was waiting failed")
+                        // Said once, when the rule first applies, as the binary machine does.
+                        if failedAttemptsInRow == attempts { notices.append(ConnectNotice.gaveUp(on: "APNs", attempts: attempts)) }
                     }
                     // What comes later: one attempt each, at once.
                     for k in slots.indices { slots[k].retryAt = now }
