@@ -54,7 +54,8 @@ public actor RateLimitStage: PipelineStage {
         available = min(Double(perSecond), available + seconds * Double(perSecond))
         available -= Double(batch.count)
         if available < 0 {
-            // Wait until the debt is paid; cancellation does not cut the wait short of draining.
+            // Wait until the debt is paid. A graceful stop waits too (what entered drains at
+            // the configured pace); a second signal cancels the stage's task, which ends the wait.
             try? await Task.sleep(for: .seconds(-available / Double(perSecond)))
         }
     }

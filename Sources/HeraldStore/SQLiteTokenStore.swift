@@ -72,36 +72,23 @@ public final class SQLiteTokenStore: TokenStore {
             // 64 MiB of page cache (SQLite's default is 2): imports of millions of rows stay in memory.
             try db.execute(sql: "PRAGMA cache_size = -65536")
         }
+        var loaded = 0
+        var idx = SuppressionIndex()
         do {
-            // Looked at read-only first: a database that is not ours is refused before anything
-            // (even switching it to WAL mode) could change it.
+            // Looked at, and its index loaded, read-only first: a database that is not ours, or
+            // a corrupt one, is refused before anything (even switching it to WAL mode) could
+            // change it. (The index is loaded once, as it always was: what another process
+            // writes afterwards is not seen by this one.)
             if existed {
                 let queue = try DatabaseQueue(path: path, configuration: readOnly)
-                try queue.read { db in try Self.check(db, path: path) }
+                try queue.read { db in
+                    try Self.check(db, path: path)
+                    loaded = try Self.loadIndex(db, into: &idx, path: path)
+                }
                 try queue.close()
             }
             pool = try DatabaseQueue(path: path, configuration: configuration)
             try pool.write { db in try Self.migrate(db, path: path) }
-        } catch let e as TokenStoreError {
-            throw e
-        } catch {
-            throw TokenStoreError(path: path, error)
-        }
-        var loaded = 0
-        var idx = SuppressionIndex()
-        do {
-            try pool.read { db in
-                // Every row of every token that has an unregistration somewhere: what decides suppression.
-                let sql = """
-                    SELECT token, topic, registered_at, unregistered_at FROM tokens
-                    WHERE token IN (SELECT token FROM tokens WHERE unregistered_at IS NOT NULL)
-                    """
-                let statement = try db.makeStatement(sql: sql)
-                try Self.forEachRow(statement, path: path) { s in
-                    idx.update(Self.token(s, 0), topic: Self.topic(s, 1), registered: Self.time(s, 2), dead: Self.time(s, 3))
-                    loaded += 1
-                }
-            }
         } catch let e as TokenStoreError {
             throw e
         } catch {
@@ -251,6 +238,21 @@ public final class SQLiteTokenStore: TokenStore {
     public var indexBytes: Int { index.withLock { $0.memoryBytes } }
 
     // MARK: - SQL
+
+    /// Reads every row of every token that has an unregistration somewhere
+    /// (what decides suppression) into `idx`; returns the number of rows.
+    static func loadIndex(_ db: Database, into idx: inout SuppressionIndex, path: String) throws -> Int {
+        let sql = """
+            SELECT token, topic, registered_at, unregistered_at FROM tokens
+            WHERE token IN (SELECT token FROM tokens WHERE unregistered_at IS NOT NULL)
+            """
+        var loaded = 0
+        try forEachRow(try db.makeStatement(sql: sql), path: path) { s in
+            idx.update(token(s, 0), topic: topic(s, 1), registered: time(s, 2), dead: time(s, 3))
+            loaded += 1
+        }
+        return loaded
+    }
 
     /// Refuses a database that is not a Herald token store, or is one from a newer Herald.
     /// Returns whether it is empty (new).

@@ -62,8 +62,8 @@ struct SQLiteTokenStoreTests {
         #expect(try SQLiteTokenStore(path: storePath(dir)).startup.rowsLoaded == 0)
     }
 
-    @Test("refused, never changed: not SQLite, an old JSON Lines journal, another application's database, a newer schema, a corrupt file", arguments: [
-        "garbage", "journal", "other database", "newer", "corrupt",
+    @Test("refused, never changed: not SQLite, an old JSON Lines journal, another application's database, a newer schema, a corrupt file, a corrupt copy in rollback-journal mode (what VACUUM INTO makes: opening it for writing would switch it to WAL)", arguments: [
+        "garbage", "journal", "other database", "newer", "corrupt", "corrupt copy",
     ])
     func refuses(kind: String) throws {
         let dir = temporaryDirectory()
@@ -92,9 +92,17 @@ struct SQLiteTokenStoreTests {
             try q.close()
             expected = "newer Herald (schema 99"
         default:
+            let original = kind == "corrupt" ? path : dir + "/original.sqlite"
             do {
-                let store = try SQLiteTokenStore(path: path)
+                let store = try SQLiteTokenStore(path: original)
                 store.apply((0..<5000).map { TokenEvent(token: token($0), topic: "com.a", kind: .unregistered, time: 9, source: .gone) })
+            }
+            if kind == "corrupt copy" {
+                let q = try DatabaseQueue(path: original)
+                try q.writeWithoutTransaction { try $0.execute(sql: "VACUUM INTO ?", arguments: [path]) }
+                try q.close()
+                let header = try Data(contentsOf: URL(fileURLWithPath: path)).prefix(20)
+                #expect(header[18] == 1 && header[19] == 1, "VACUUM INTO writes a rollback-journal database")
             }
             // Checkpointed into the main file by the last close; now scribble over its pages, past the header.
             var bytes = try Data(contentsOf: URL(fileURLWithPath: path))

@@ -37,17 +37,62 @@ public struct PipelineOptions: Sendable, Hashable {
     }
 }
 
+/// A second signal: why the pipeline gave up, and the stage runners' tasks,
+/// cancelled once it does so a stage that waits (``RateLimitStage``'s sleep,
+/// a custom stage's `Task.sleep`) stops waiting.
+final class Abandonment: Sendable {
+    struct State {
+        var reason: String?
+        var tasks: [Task<Void, Never>] = []
+    }
+    let flag = Atomic<Bool>(false)
+    let state = Mutex(State())
+
+    /// The reason, once abandoned; cheap to ask per batch.
+    var reason: String? {
+        guard flag.load(ordering: .acquiring) else { return nil }
+        return state.withLock { $0.reason }
+    }
+
+    /// Keeps the stage tasks to cancel; cancels them at once if already abandoned.
+    func register(_ tasks: [Task<Void, Never>]) {
+        let late = state.withLock { s in
+            s.tasks = tasks
+            return s.reason != nil
+        }
+        if late { for t in tasks { t.cancel() } }
+    }
+
+    /// Records the first reason and cancels the stage tasks.
+    func abandon(_ reason: String) {
+        let tasks = state.withLock { s in
+            if s.reason == nil { s.reason = reason }
+            return s.tasks
+        }
+        flag.store(true, ordering: .releasing)
+        for t in tasks { t.cancel() }
+    }
+}
+
 /// Hosts one stage: the stage runs isolated to this actor, one batch at a time.
 actor StageRunner {
     let named: NamedStage
     let instruments: PipelineMetrics.StageInstruments?
-    init(_ named: NamedStage, metrics: PipelineMetrics?) {
+    let abandonment: Abandonment
+    init(_ named: NamedStage, metrics: PipelineMetrics?, abandonment: Abandonment) {
         self.named = named
+        self.abandonment = abandonment
         instruments = metrics?.stage(named.name)
     }
 
     func run(input: BoundedChannel<[Envelope]>, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger) async {
         while var batch = await input.receive() {
+            if let reason = abandonment.reason {
+                // Abandoned: the stage is skipped and the batch ends here, so
+                // a backlog behind a slow stage ends at once, not at its pace.
+                Self.fail(&batch, reason, ledger: ledger)
+                continue
+            }
             if let instruments {
                 let start = ContinuousClock.now, count = batch.count
                 await named.run(&batch)
@@ -57,9 +102,21 @@ actor StageRunner {
                 await named.run(&batch)
                 Pipeline.settleDecided(&batch, ledger: ledger)
             }
+            // Abandoned while the stage ran (a cut-short wait): what it did not decide ends here too.
+            if let reason = abandonment.reason {
+                Self.fail(&batch, reason, ledger: ledger)
+                continue
+            }
             if !batch.isEmpty { await output.send(consume batch) }
         }
         output.close()
+    }
+
+    static func fail(_ batch: inout [Envelope], _ reason: String, ledger: OutcomeLedger) {
+        for i in batch.indices where batch[i].outcome == nil {
+            batch[i].outcome = .failed(OutcomeReason(.abandoned, reason))
+        }
+        Pipeline.settleDecided(&batch, ledger: ledger)
     }
 }
 
@@ -108,6 +165,7 @@ public final class Pipeline: Sendable {
     public let ledger: OutcomeLedger
     public let options: PipelineOptions
     let stop = StopSignal()
+    let abandonment = Abandonment()
     let metrics: PipelineMetrics?
 
     /// `metrics`: where the pipeline's own metrics go (per stage: requests,
@@ -137,11 +195,14 @@ public final class Pipeline: Sendable {
         transport.shutdownRequested()
     }
 
-    /// Stops at once (a second signal): the source stops, and the transport
-    /// fails what it holds with `reason` instead of draining it; every request
-    /// still ends in one outcome.
+    /// Stops at once (a second signal): the source stops; every stage stops
+    /// waiting (its task is cancelled) and fails what reaches it from now on
+    /// with `reason` (code `abandoned`) instead of passing it on; the
+    /// transport fails what it holds the same way instead of draining it.
+    /// Every request still ends in one outcome.
     public func abandon(_ reason: String) {
         stop.set()
+        abandonment.abandon(reason)
         transport.abandon(reason)
     }
 
@@ -164,10 +225,11 @@ public final class Pipeline: Sendable {
         // cancel them, or in-flight requests would be lost instead of drained.
         var tasks: [Task<Void, Never>] = []
         for (k, named) in stages.enumerated() {
-            let runner = StageRunner(named, metrics: metrics)
+            let runner = StageRunner(named, metrics: metrics, abandonment: abandonment)
             let input = channels[k], output = channels[k + 1]
             tasks.append(Task { await runner.run(input: input, output: output, ledger: ledger) })
         }
+        abandonment.register(tasks)
         let transportRunner = TransportRunner(transport, metrics: metrics)
         let last = channels[stages.count]
         tasks.append(Task { await transportRunner.run(input: last, ledger: ledger, recycle: pool) })
