@@ -245,7 +245,12 @@ let package = Package(
             name: "HeraldStoreTests",
             dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldStore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .testTarget(name: "HeraldServiceTests", dependencies: ["HeraldCore", "HeraldJSON", "HeraldService"]),
+        .testTarget(
+            name: "HeraldServiceTests",
+            dependencies: [
+                "HeraldCore", "HeraldJSON", "HeraldService", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]),
         .testTarget(
             name: "HeraldOpenSSLTests",
             dependencies: ["HeraldTestSupport", "HeraldOpenSSL", "HeraldTesting", .product(name: "Logging", package: "swift-log")]

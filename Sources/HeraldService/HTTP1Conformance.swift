@@ -14,6 +14,9 @@ import NIOHTTP1
 /// - An HTTP/1.0 request (or any with `Connection: close`) has its connection
 ///   closed once its answer is written, unless it asked for keep-alive.
 ///
+/// - A request's header must be complete within the header deadline of its
+///   first byte (``HeaderDeadline``).
+///
 /// Installed by ``HTTP1ConformanceInstaller``, which Hummingbird adds after its
 /// codec; it puts this handler right after the HTTP/1 decoder and leaves.
 final class HTTP1Conformance: ChannelDuplexHandler, RemovableChannelHandler {
@@ -23,14 +26,21 @@ final class HTTP1Conformance: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     /// For each request passed on and not yet answered, in order: close after its answer?
-    var closeAfter: [Bool] = []
+    var closeAfter: [Bool] = [] {
+        didSet { deadline?.answersPending = closeAfter.count }
+    }
     /// Dropping the rest of a request answered here (its body and end).
     var discarding = false
+    /// The raw-byte side of the header deadline, below the decoder.
+    let deadline: HeaderDeadline?
+
+    init(deadline: HeaderDeadline? = nil) { self.deadline = deadline }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         switch part {
         case .head(var head):
+            deadline?.headReceived()
             if let refusal = Self.refusal(head) {
                 discarding = true
                 answer(context, refusal.status, refusal.message)
@@ -51,6 +61,7 @@ final class HTTP1Conformance: ChannelDuplexHandler, RemovableChannelHandler {
             closeAfter.append(!head.isKeepAlive)
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body, .end:
+            if case .end = part { deadline?.requestEnded() }
             if discarding {
                 if case .end = part { discarding = false }
                 return
@@ -131,15 +142,88 @@ final class HTTP1Conformance: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-/// Added by Hummingbird after its codec (`additionalChannelHandlers`): puts an
-/// ``HTTP1Conformance`` right after the HTTP/1 decoder, below the codec, and removes itself.
+/// The header deadline (RFC 9112, 9.5; slowloris): from the first byte of a
+/// request, its header must be complete within `timeout`, however steadily
+/// the bytes trickle (each byte resets the idle timeout, never this one).
+/// When it passes the client gets `408` (or, with an earlier answer still
+/// being written, just the close) and the connection is closed. Sits below
+/// the HTTP/1 decoder, seeing raw bytes; ``HTTP1Conformance`` above it says
+/// when a head is complete and when a request has ended.
+final class HeaderDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let timeout: TimeAmount
+    /// Between requests: the next byte starts a header, and the deadline.
+    var awaitingHead = true
+    var timer: Scheduled<Void>?
+    /// Answers to earlier requests not yet written (set by ``HTTP1Conformance``).
+    var answersPending = 0
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if awaitingHead, timer == nil {
+            timer = context.eventLoop.scheduleTask(in: timeout) { [self] in expired(context) }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func headReceived() {
+        awaitingHead = false
+        timer?.cancel()
+        timer = nil
+    }
+
+    func requestEnded() { awaitingHead = true }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+
+    func expired(_ context: ChannelHandlerContext) {
+        timer = nil
+        guard answersPending == 0 else {
+            context.close(promise: nil)
+            return
+        }
+        let seconds = Double(timeout.nanoseconds) / 1e9
+        let body = errorBody("the request header was not complete within \(seconds.formatted()) s of its first byte (serve.headerTimeoutSeconds)")
+        let head = "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: \(body.count)\r\nconnection: close\r\n\r\n"
+        var buffer = context.channel.allocator.buffer(capacity: head.utf8.count + body.count)
+        buffer.writeString(head)
+        buffer.writeBytes(body)
+        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in context.close(promise: nil) }
+    }
+}
+
+/// Added by Hummingbird after its codec (`additionalChannelHandlers`): puts a
+/// ``HeaderDeadline`` below the HTTP/1 encoder and decoder and an
+/// ``HTTP1Conformance`` right after it, below the codec, and removes itself.
 final class HTTP1ConformanceInstaller: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
+    let headerTimeout: TimeAmount
+
+    init(headerTimeout: TimeAmount) { self.headerTimeout = headerTimeout }
 
     func handlerAdded(context: ChannelHandlerContext) {
         let pipeline = context.pipeline.syncOperations
         if let decoder = try? pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self) {
-            try? pipeline.addHandler(HTTP1Conformance(), position: .after(decoder))
+            let deadline = HeaderDeadline(timeout: headerTimeout)
+            // Below the response encoder too: its 408 is bytes, written straight to the socket.
+            if let encoder = try? pipeline.handler(type: HTTPResponseEncoder.self) {
+                try? pipeline.addHandler(deadline, position: .before(encoder))
+            } else {
+                try? pipeline.addHandler(deadline, position: .before(decoder))
+            }
+            try? pipeline.addHandler(HTTP1Conformance(deadline: deadline), position: .after(decoder))
         }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }

@@ -30,12 +30,15 @@ public struct ServiceConfiguration: Sendable {
     /// A connection that sends nothing for this long is closed: an idle keep-alive
     /// connection, and one that stopped in the middle of a request's header or body.
     public var idleTimeout: Duration = .seconds(30)
+    /// A request's header must be complete within this long of its first byte,
+    /// however steadily its bytes come (they reset the idle timeout); else `408`.
+    public var headerTimeout: Duration = .seconds(10)
     /// Where outcomes are posted as they are decided (`outcomes.webhook`), if anywhere.
     public var webhook: WebhookConfiguration?
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
-    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`, `idleTimeoutSeconds`.
+    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`, `idleTimeoutSeconds`, `headerTimeoutSeconds`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> ServiceConfiguration {
         var c = ServiceConfiguration()
         c.host = try node.string("host") ?? c.host
@@ -44,6 +47,7 @@ public struct ServiceConfiguration: Sendable {
         c.queueCapacity = try node.int("queue", in: 1...100_000_000) ?? c.queueCapacity
         c.keepOutcomes = try node.int("keepOutcomes", in: 1...100_000_000) ?? c.keepOutcomes
         if let s = try node.int("idleTimeoutSeconds", in: 1...3600) { c.idleTimeout = .seconds(s) }
+        if let s = try node.int("headerTimeoutSeconds", in: 1...600) { c.headerTimeout = .seconds(s) }
         let secret = try node.secret(fileKey: "apiTokensFile", environmentKey: "apiTokensEnv")
         switch secret?.source {
         case .file?: c.apiTokens = secret!.text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -141,10 +145,13 @@ public final class HeraldService: Sendable {
     public func run(onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> LedgerSnapshot {
         let router = Router()
         addRoutes(to: router)
+        let headerTimeout = TimeAmount.nanoseconds(Int64(configuration.headerTimeout.components.seconds) * 1_000_000_000)
         let app = Application(
             router: router,
             server: .http1(configuration: .init(
-                additionalChannelHandlers: [HTTP1ConformanceInstaller()],
+                additionalChannelHandlers: [
+                    HTTP1ConformanceInstaller(headerTimeout: headerTimeout)
+                ],
                 idleTimeout: TimeAmount.nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },

@@ -31,7 +31,7 @@ struct ServeFirstHourTests {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try "\(Self.token)\n".write(toFile: dir + "/api-tokens", atomically: true, encoding: .utf8)
-        try #"{"serve":{"apiTokensFile":"api-tokens","queue":5,"idleTimeoutSeconds":2},"transport":{"type":"simulator"}}"#
+        try #"{"serve":{"apiTokensFile":"api-tokens","queue":5,"idleTimeoutSeconds":2,"headerTimeoutSeconds":1},"transport":{"type":"simulator"}}"#
             .write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
         let server = try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"])
         let port = server.ready["port"] as! Int
@@ -77,9 +77,18 @@ struct ServeFirstHourTests {
             + "Transfer-Encoding: xchunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
         #expect(xchunked.status == 400 && Self.errorText(xchunked)?.contains("could not be read") == true, "\(xchunked.text)")
 
-        // A connection stopped in the middle of a request header is closed after idleTimeoutSeconds (2 here).
+        // A connection that sends nothing is closed after idleTimeoutSeconds (2 here).
+        let idle = try await rawHTTP(port: port, "", timeout: 10)
+        #expect(!idle.timedOut && idle.text.isEmpty && idle.seconds >= 1.5 && idle.seconds < 8, "closed after \(idle.seconds) s")
+        // One stopped in the middle of a request header, after headerTimeoutSeconds (1 here): 408.
         let half = try await rawHTTP(port: port, "GET /heal", timeout: 10)
-        #expect(!half.timedOut && half.seconds >= 1.5 && half.seconds < 8, "closed after \(half.seconds) s")
+        #expect(!half.timedOut && half.status == 408 && half.seconds >= 0.9 && half.seconds < 1.9, "closed after \(half.seconds) s: \(half.text)")
+        // A header trickled a byte every 100 ms never goes idle, but must be complete within
+        // headerTimeoutSeconds (1 here) of its first byte: 408 with an error text, then the close.
+        let slow = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + String(repeating: "a", count: 60) + "\r\n\r\n"
+        let trickled = try await rawHTTP(port: port, slow, trickle: 0.1, timeout: 10)
+        #expect(trickled.status == 408 && Self.errorText(trickled)?.contains("headerTimeoutSeconds") == true, "\(trickled.text)")
+        #expect(!trickled.timedOut && trickled.seconds >= 0.9 && trickled.seconds < 2.5, "answered after \(trickled.seconds) s")
 
         // A path outside the API: 404 with an error text, like every other 4xx.
         let unknown = try await rawHTTP(port: port, Self.request("GET", "/v2/nothing", auth: nil))

@@ -25,12 +25,17 @@ public struct RawExchange: Sendable {
 /// Connects to 127.0.0.1:`port`, writes `request` byte for byte (no client
 /// library in between: what a test sends is exactly what the server reads),
 /// optionally pauses `pause` seconds and writes `then`, and reads until the
-/// server closes or `timeout` passes.
-public func rawHTTP(port: Int, _ request: String, then: String? = nil, pause: Double = 0, timeout: Double = 5) async throws -> RawExchange {
-    try await offPool { try rawHTTPBlocking(port: port, Array(request.utf8), then: then.map { Array($0.utf8) }, pause: pause, timeout: timeout) }
+/// server closes or `timeout` passes. With `trickle`, `request` goes one byte
+/// every `trickle` seconds (a slowloris client), until the server answers.
+public func rawHTTP(port: Int, _ request: String, then: String? = nil, pause: Double = 0, trickle: Double = 0, timeout: Double = 5) async throws -> RawExchange {
+    try await offPool {
+        try rawHTTPBlocking(port: port, Array(request.utf8), then: then.map { Array($0.utf8) }, pause: pause, trickle: trickle, timeout: timeout)
+    }
 }
 
-public func rawHTTPBlocking(port: Int, _ request: [UInt8], then: [UInt8]? = nil, pause: Double = 0, timeout: Double = 5) throws -> RawExchange {
+public func rawHTTPBlocking(
+    port: Int, _ request: [UInt8], then: [UInt8]? = nil, pause: Double = 0, trickle: Double = 0, timeout: Double = 5
+) throws -> RawExchange {
     let fd = socket(AF_INET, rawStreamSocket, 0)
     guard fd >= 0 else { throw ExternalServerError(message: "socket: \(errno)") }
     defer { close(fd) }
@@ -51,7 +56,16 @@ public func rawHTTPBlocking(port: Int, _ request: [UInt8], then: [UInt8]? = nil,
             sent += n
         }
     }
-    sendAll(request)
+    if trickle > 0 {
+        for byte in request {
+            sendAll([byte])
+            // Stop once the server has something to say (or closed).
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, Int32(trickle * 1000)) > 0 { break }
+        }
+    } else {
+        sendAll(request)
+    }
     if let then {
         if pause > 0 { usleep(useconds_t(pause * 1_000_000)) }
         sendAll(then)
