@@ -30,7 +30,9 @@ struct SimulateCommand: AsyncParsableCommand {
               herald simulate --certs DIR --unknown-tokens invalid --invalid-token <hex>
               herald simulate --http2 --certs DIR --token-key AuthKey.p8 --key-id KEY1234567 --team-id TEAM123456
 
-            With --http2 the first line is {"host":…,"port":…,"server_name":"localhost","ca":…}; with             --token-key requests need a provider token signed by that key (its public half verifies them),             without it a client certificate signed by the CA.
+            With --http2 the first line is {"host":…,"port":…,"server_name":"localhost","ca":…}; with \
+            --token-key requests need a provider token signed by that key (its public half verifies them), \
+            without it a client certificate signed by the CA.
             """
     )
 
