@@ -9,21 +9,24 @@ extension PostgresQueue {
     public func enqueueReturningIDs(_ bodies: [String]) async throws(QueueError) -> [Int64] {
         guard !bodies.isEmpty else { return [] }
         return try await named("enqueueing \(bodies.count) rows") { [self] in
-            try await client.withTransaction(logger: logger) { connection in
-                var ids: [Int64] = []
-                ids.reserveCapacity(bodies.count)
-                for try await id in try await connection.query(
-                    "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, \(bodies.count))", logger: logger
-                ).decode(Int64.self) { ids.append(id) }
-                var inserted = 0
-                for try await n in try await connection.query(
-                    "WITH i AS (INSERT INTO notifications (id, body) SELECT * FROM unnest(\(ids)::bigint[], \(bodies)::text[]) RETURNING 1) SELECT count(*) FROM i",
-                    logger: logger
-                ).decode(Int.self) { inserted = n }
-                guard inserted == bodies.count else { throw QueueError("\(inserted) of \(bodies.count) rows were inserted") }
-                return ids
-            }
+            try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, on: connection) }
         }
+    }
+
+    /// Takes ids from the sequence for `bodies` and inserts them as queued rows (in the caller's transaction).
+    func insertRows(_ bodies: [String], on connection: PostgresConnection) async throws -> [Int64] {
+        var ids: [Int64] = []
+        ids.reserveCapacity(bodies.count)
+        for try await id in try await connection.query(
+            "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, \(bodies.count))", logger: logger
+        ).decode(Int64.self) { ids.append(id) }
+        var inserted = 0
+        for try await n in try await connection.query(
+            "WITH i AS (INSERT INTO notifications (id, body) SELECT * FROM unnest(\(ids)::bigint[], \(bodies)::text[]) RETURNING 1) SELECT count(*) FROM i",
+            logger: logger
+        ).decode(Int.self) { inserted = n }
+        guard inserted == bodies.count else { throw QueueError("\(inserted) of \(bodies.count) rows were inserted") }
+        return ids
     }
 
     /// Rows waiting to be claimed.

@@ -34,6 +34,8 @@ public final class PostgresQueue: Sendable {
     let listener = Mutex<Task<Void, Never>?>(nil)
     /// The next claim's token; starts at random, so two queues given the same owner do not share tokens.
     let claimTokens = Atomic<Int64>(Int64.random(in: 1...(Int64.max / 2)))
+    /// When idempotency keys past their window were last deleted (``forgetExpiredKeys(window:)``).
+    let keySweep = Mutex<ContinuousClock.Instant?>(nil)
     /// Tests only: how many claims to come lose their answer after they commit (as a dropped connection would).
     package let loseClaimAnswers = Atomic<Int>(0)
     /// Tests only: the same for outcome writes.

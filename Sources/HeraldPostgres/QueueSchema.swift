@@ -282,6 +282,22 @@ public enum QueueSchema {
                     SET (toast_tuple_target = 8160)
                 """,
             ]),
+        Migration(
+            version: 8,
+            description: "herald_idempotency: POST /v1/notifications's Idempotency-Key, the rows a key made",
+            statements: [
+                // One row per key: the SHA-256 of the body it came with (hex) and the rows it made,
+                // written in the transaction that inserts the rows, so a key and its rows commit
+                // together. Keys older than the service's window are reused and deleted.
+                """
+                CREATE TABLE herald_idempotency (
+                    key text PRIMARY KEY,
+                    fingerprint text NOT NULL,
+                    ids bigint[] NOT NULL,
+                    created_at timestamptz NOT NULL DEFAULT now())
+                """,
+                "CREATE INDEX herald_idempotency_created ON herald_idempotency (created_at)",
+            ]),
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.

@@ -33,12 +33,19 @@ public struct ServiceConfiguration: Sendable {
     /// A request's header must be complete within this long of its first byte,
     /// however steadily its bytes come (they reset the idle timeout); else `408`.
     public var headerTimeout: Duration = .seconds(10)
+    /// How long an `Idempotency-Key` is remembered: a retry within it with the
+    /// same body gets the first answer, and nothing is sent twice.
+    public var idempotencyWindow: Duration = .seconds(24 * 3600)
+    /// Keys remembered in memory (without the PostgreSQL queue) before the
+    /// oldest are forgotten, even within the window.
+    public var idempotencyKeys = 100_000
     /// Where outcomes are posted as they are decided (`outcomes.webhook`), if anywhere.
     public var webhook: WebhookConfiguration?
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
-    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`, `idleTimeoutSeconds`, `headerTimeoutSeconds`.
+    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`, `idleTimeoutSeconds`, `headerTimeoutSeconds`,
+    /// `idempotencyHours`, `idempotencyKeys`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> ServiceConfiguration {
         var c = ServiceConfiguration()
         c.host = try node.string("host") ?? c.host
@@ -48,6 +55,8 @@ public struct ServiceConfiguration: Sendable {
         c.keepOutcomes = try node.int("keepOutcomes", in: 1...100_000_000) ?? c.keepOutcomes
         if let s = try node.int("idleTimeoutSeconds", in: 1...3600) { c.idleTimeout = .seconds(s) }
         if let s = try node.int("headerTimeoutSeconds", in: 1...600) { c.headerTimeout = .seconds(s) }
+        if let h = try node.int("idempotencyHours", in: 1...720) { c.idempotencyWindow = .seconds(h * 3600) }
+        c.idempotencyKeys = try node.int("idempotencyKeys", in: 1...100_000_000) ?? c.idempotencyKeys
         let secret = try node.secret(fileKey: "apiTokensFile", environmentKey: "apiTokensEnv")
         switch secret?.source {
         case .file?: c.apiTokens = secret!.text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -97,6 +106,8 @@ public final class HeraldService: Sendable {
     /// service's pipeline is one of its workers (its outcomes written back by `queueWriter`).
     let queueIntake: QueueIntake?
     let queueWriter: QueueOutcomeWriter?
+    /// `Idempotency-Key`s without the queue (with it, the queue's database keeps them).
+    let idempotency: IdempotencyKeys
 
     /// `makePipeline` builds the pipeline from the source (the in-memory
     /// intake's, or with `queue` a worker's on it), the ledger and the
@@ -110,6 +121,7 @@ public final class HeraldService: Sendable {
         registry = PrometheusCollectorRegistry()
         let factory = PrometheusMetricsFactory(registry: registry)
         intake = ServiceIntake(capacity: configuration.queueCapacity)
+        idempotency = IdempotencyKeys(window: configuration.idempotencyWindow, capacity: configuration.idempotencyKeys)
         // With the queue, GET reads the table: the index only counts (it keeps no records).
         outcomes = OutcomeIndex(capacity: queue == nil ? configuration.keepOutcomes : 0, metrics: factory)
         // With the queue, this service is one of its workers; the webhook names notifications by their rows.
@@ -367,66 +379,6 @@ public final class HeraldService: Sendable {
         var d: UInt8 = 0
         for i in 0..<a.count { d |= a[i] ^ b[i] }
         return d == 0
-    }
-
-    func post(_ request: Request) async throws -> Response {
-        if let denied = authenticate(request) { return denied }
-        if intakeClosed { return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true) }
-        var request = request
-        let body: ByteBuffer
-        do { body = try await request.collectBody(upTo: configuration.maxBodyBytes) } catch is NIOTooManyBytesError {
-            return Self.json(.contentTooLarge, "{\"error\":\"the body is over \(configuration.maxBodyBytes) bytes\"}")
-        } catch {
-            // Not a size: a body that cannot be read (a transfer coding other than chunked, broken chunks).
-            return Self.json(.badRequest, errorBody("the body could not be read: \(error)"))
-        }
-        let parsed = RequestBatch.parse(Array(body.readableBytesView), keepingText: queueIntake != nil)
-        if parsed.requests.isEmpty {
-            return Self.json(.badRequest, parsed.report(ids: nil, error: parsed.refusal))
-        }
-        let full = #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#
-        if let q = queueIntake {
-            switch await q.submit(parsed.texts) {
-            case .success(let ids):
-                requestsIn.increment(by: parsed.requests.count)
-                return Self.json(.accepted, parsed.report { Int(ids[$0]) })
-            case .failure(.intake(.tooLarge(let capacity))):
-                return Self.tooLarge(parsed.requests.count, capacity)
-            case .failure(.intake(.full)):
-                return Self.json(.tooManyRequests, full, retryAfter: true)
-            case .failure(.intake(.closed)):
-                return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
-            case .failure(.database(let e)):
-                logger.error("\(e)")
-                return Self.json(.serviceUnavailable, errorBody("the queue's database did not take the batch (nothing of it was queued): \(e)"), retryAfter: true)
-            }
-        }
-        switch intake.submit(parsed.requests.map(\.request)) {
-        case .success(let ids):
-            requestsIn.increment(by: parsed.requests.count)
-            return Self.json(.accepted, parsed.report(ids: ids))
-        case .failure(.tooLarge(let capacity)):
-            return Self.tooLarge(parsed.requests.count, capacity)
-        case .failure(.full):
-            return Self.json(.tooManyRequests, full, retryAfter: true)
-        case .failure(.closed):
-            return Self.json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
-        }
-    }
-
-    /// 413 for a batch the queue could never take whole: retrying it as it is cannot succeed.
-    static func tooLarge(_ count: Int, _ capacity: Int) -> Response {
-        json(.contentTooLarge, "{\"error\":\"the batch holds \(count) requests, more than the queue can ever hold (serve.queue is \(capacity)): nothing of it was taken; split it into batches of at most \(capacity)\"}")
-    }
-
-    static func json(_ status: HTTPResponse.Status, _ text: String, retryAfter: Bool = false) -> Response {
-        json(status, Array(text.utf8), retryAfter: retryAfter)
-    }
-
-    static func json(_ status: HTTPResponse.Status, _ bytes: [UInt8], retryAfter: Bool = false) -> Response {
-        var headers: HTTPFields = [.contentType: "application/json"]
-        if retryAfter { headers[.retryAfter] = "1" }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 }
 

@@ -34,18 +34,38 @@ final class QueueIntake: Sendable {
 
     enum Refusal: Error {
         case intake(IntakeRefusal)
+        /// The `Idempotency-Key` was used with another body.
+        case keyConflict
         case database(QueueError)
     }
 
-    /// Rows for `texts`, in order, or why not.
-    func submit(_ texts: [String]) async -> Result<[Int64], Refusal> {
+    /// Rows for `texts`, in order, or why not. With `key`, the rows the key
+    /// made before (`replayed`), looked up before the capacity check so a
+    /// retry is answered even when the queue is full.
+    func submit(_ texts: [String], key: IdempotencyKey? = nil, window: Duration = .seconds(86_400)) async -> Result<(ids: [Int64], replayed: Bool), Refusal> {
         if isClosed { return .failure(.intake(.closed)) }
-        if texts.count > capacity { return .failure(.intake(.tooLarge(capacity: capacity))) }
-        if await depth() + texts.count > capacity { return .failure(.intake(.full)) }
         do {
-            let ids = try await queue.enqueueReturningIDs(texts)
+            if let key {
+                switch try await queue.lookUp(idempotencyKey: key.key, fingerprint: key.fingerprint, window: window) {
+                case .replayed(let ids)?: return .success((ids, true))
+                case .conflict?: return .failure(.keyConflict)
+                case .enqueued?, nil: break
+                }
+            }
+            if texts.count > capacity { return .failure(.intake(.tooLarge(capacity: capacity))) }
+            if await depth() + texts.count > capacity { return .failure(.intake(.full)) }
+            let ids: [Int64]
+            if let key {
+                switch try await queue.enqueueReturningIDs(texts, idempotencyKey: key.key, fingerprint: key.fingerprint, window: window) {
+                case .enqueued(let new): ids = new
+                case .replayed(let old): return .success((old, true))
+                case .conflict: return .failure(.keyConflict)
+                }
+            } else {
+                ids = try await queue.enqueueReturningIDs(texts)
+            }
             counted.withLock { c in c = c.map { ($0.count + ids.count, $0.at) } }
-            return .success(ids)
+            return .success((ids, false))
         } catch {
             return .failure(.database(error))
         }

@@ -1,0 +1,114 @@
+import HeraldCore
+import HeraldJSON
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+extension HTTPField.Name {
+    static let idempotencyKey = Self("Idempotency-Key")!
+    static let idempotentReplayed = Self("Idempotent-Replayed")!
+}
+
+/// `POST /v1/notifications`: a batch in, an id per valid request out, into
+/// the in-memory intake or the PostgreSQL queue; with an `Idempotency-Key`,
+/// a retry of a batch already taken gets the first answer again and nothing
+/// is queued twice.
+extension HeraldService {
+    func post(_ request: Request) async throws -> Response {
+        if let denied = authenticate(request) { return denied }
+        if intakeClosed { return Self.shuttingDown }
+        var request = request
+        let body: ByteBuffer
+        do { body = try await request.collectBody(upTo: configuration.maxBodyBytes) } catch is NIOTooManyBytesError {
+            return Self.json(.contentTooLarge, "{\"error\":\"the body is over \(configuration.maxBodyBytes) bytes\"}")
+        } catch {
+            // Not a size: a body that cannot be read (a transfer coding other than chunked, broken chunks).
+            return Self.json(.badRequest, errorBody("the body could not be read: \(error)"))
+        }
+        let bytes = Array(body.readableBytesView)
+        let key: IdempotencyKey?
+        do { key = try IdempotencyKey(header: request.headers[.idempotencyKey], body: bytes) } catch let e {
+            return Self.json(.badRequest, errorBody(e.description))
+        }
+        let parsed = RequestBatch.parse(bytes, keepingText: queueIntake != nil)
+        if parsed.requests.isEmpty {
+            return Self.json(.badRequest, parsed.report(ids: nil, error: parsed.refusal))
+        }
+        if let q = queueIntake { return await post(parsed, key: key, to: q) }
+
+        if let key {
+            switch idempotency.begin(key, now: .now) {
+            case .new: break
+            case .replay(let ids) where ids.count == parsed.requests.count:
+                return Self.replayed(parsed.report(ids: ids))
+            case .replay, .conflict:
+                return Self.keyConflict(key)
+            case .inProgress:
+                return Self.json(.conflict, errorBody("a request with this Idempotency-Key is still being answered: retry in a moment"), retryAfter: true)
+            }
+        }
+        let result = intake.submit(parsed.requests.map(\.request))
+        if let key {
+            if case .success(let ids) = result { idempotency.finish(key, ids: ids) } else { idempotency.release(key) }
+        }
+        switch result {
+        case .success(let ids):
+            requestsIn.increment(by: parsed.requests.count)
+            return Self.json(.accepted, parsed.report(ids: ids))
+        case .failure(let refusal):
+            return Self.refused(refusal, count: parsed.requests.count)
+        }
+    }
+
+    func post(_ parsed: RequestBatch, key: IdempotencyKey?, to q: QueueIntake) async -> Response {
+        switch await q.submit(parsed.texts, key: key, window: configuration.idempotencyWindow) {
+        case .success(let ids, let replayed):
+            guard ids.count == parsed.requests.count else { return Self.keyConflict(key) }
+            if replayed { return Self.replayed(parsed.report { Int(ids[$0]) }) }
+            requestsIn.increment(by: parsed.requests.count)
+            return Self.json(.accepted, parsed.report { Int(ids[$0]) })
+        case .failure(.intake(let refusal)):
+            return Self.refused(refusal, count: parsed.requests.count)
+        case .failure(.keyConflict):
+            return Self.keyConflict(key)
+        case .failure(.database(let e)):
+            logger.error("\(e)")
+            return Self.json(.serviceUnavailable, errorBody("the queue's database did not take the batch (nothing of it was queued): \(e)"), retryAfter: true)
+        }
+    }
+
+    static let shuttingDown = json(.serviceUnavailable, #"{"error":"shutting down: no new requests"}"#, retryAfter: true)
+
+    static func refused(_ refusal: IntakeRefusal, count: Int) -> Response {
+        switch refusal {
+        case .tooLarge(let capacity):
+            // The queue could never take the batch whole: retrying it as it is cannot succeed.
+            return json(.contentTooLarge, errorBody("the batch holds \(count) requests, more than the queue can ever hold (serve.queue is \(capacity)): nothing of it was taken; split it into batches of at most \(capacity)"))
+        case .full:
+            return json(.tooManyRequests, #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#, retryAfter: true)
+        case .closed:
+            return shuttingDown
+        }
+    }
+
+    /// The first answer to a key's batch, again: `202`, marked `Idempotent-Replayed: true`.
+    static func replayed(_ body: [UInt8]) -> Response {
+        var response = json(.accepted, body)
+        response.headers[.idempotentReplayed] = "true"
+        return response
+    }
+
+    static func keyConflict(_ key: IdempotencyKey?) -> Response {
+        json(.unprocessableContent, errorBody("Idempotency-Key \"\(key?.key ?? "")\" was used with another body: nothing of this batch was taken (a retry must send the same bytes; a new batch needs a new key)"))
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ text: String, retryAfter: Bool = false) -> Response {
+        json(status, Array(text.utf8), retryAfter: retryAfter)
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ bytes: [UInt8], retryAfter: Bool = false) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if retryAfter { headers[.retryAfter] = "1" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
