@@ -95,6 +95,8 @@ public final class HeraldService: Sendable {
     let ledger: OutcomeLedger
     let logger: Logger
     let running = Atomic<Bool>(false)
+    /// A second signal came: what is left ends `failed`, code `abandoned`.
+    let abandoned = Atomic<Bool>(false)
     let queueDepth: MetricsGauge
     let requestsIn: MetricsCounter
     let metricsFactory: PrometheusMetricsFactory
@@ -188,7 +190,7 @@ public final class HeraldService: Sendable {
                 if seen == 2 {
                     logger.warning("second signal: stopping now; what was not sent ends failed")
                     self.closeIntake()
-                    pipeline.abandon("abandoned: a second signal came before it was sent")
+                    self.abandon()
                     webhook?.abandon()
                 }
             }
@@ -218,7 +220,7 @@ public final class HeraldService: Sendable {
                 }
             } onCancel: {
                 s.closeIntake()
-                s.pipeline.abandon("abandoned: a second signal came before it was sent")
+                s.abandon()
             }
             if let writer = s.queueWriter {
                 let report = await writer.finish()
@@ -226,6 +228,15 @@ public final class HeraldService: Sendable {
             }
             s.recordUnsent()
         }
+    }
+
+    static let abandonReason = "abandoned: a second signal came before it was sent"
+
+    /// Gives up on what is not sent (a second signal): the pipeline fails what it holds, and what
+    /// is still queued in memory is recorded failed with the same reason.
+    func abandon() {
+        abandoned.store(true, ordering: .relaxed)
+        pipeline.abandon(Self.abandonReason)
     }
 
     /// No more requests. With the PostgreSQL queue the worker also stops
@@ -242,11 +253,11 @@ public final class HeraldService: Sendable {
     func recordUnsent() {
         let left = intake.drain()
         guard !left.isEmpty else { return }
+        let why = abandoned.load(ordering: .relaxed)
+            ? OutcomeReason(.abandoned, Self.abandonReason) : OutcomeReason(.unspecified, "the service stopped before sending it")
         ledger.enter(left.map(\.0), count: left.count)
         ledger.record(left.map { id, r in
-            OutcomeRecord(
-                sequence: id, line: nil, id: r.id, token: r.token,
-                outcome: .failed(OutcomeReason(.unspecified, "the service stopped before sending it")))
+            OutcomeRecord(sequence: id, line: nil, id: r.id, token: r.token, outcome: .failed(why))
         })
         logger.warning("\(left.count) queued requests were never sent; they are recorded as failed")
     }

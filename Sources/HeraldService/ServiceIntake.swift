@@ -100,7 +100,10 @@ public struct IntakeSource: NotificationSource {
     public init(intake: ServiceIntake) { self.intake = intake }
 
     public func produce(into sink: SourceSink) async throws {
-        while let batch = await intake.take(max: 512) {
+        // A graceful stop closes the intake: what is queued drains. The pipeline stopping (a
+        // second signal abandons it) ends the source at once: what is left stays queued, and
+        // the service records it failed, without pushing it through the pipeline.
+        while !sink.isStopping, let batch = await intake.take(max: 512) {
             for r in batch { await sink.emit(r) }
             if intake.depth == 0 { await sink.flush() }
         }
