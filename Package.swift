@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "HeraldHTTP2Transport", targets: ["HeraldHTTP2Transport"]),
         .library(name: "HeraldTesting", targets: ["HeraldTesting"]),
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
+        .library(name: "HeraldClient", targets: ["HeraldClient"]),
         .library(name: "HeraldService", targets: ["HeraldService"]),
         .library(name: "HeraldPostgres", targets: ["HeraldPostgres"]),
         .executable(name: "herald", targets: ["herald"]),
@@ -152,6 +153,17 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
+        // The live path: `HeraldClient` for apps that send as events happen (issue 27).
+        .target(
+            name: "HeraldClient",
+            dependencies: [
+                "HeraldCore", "HeraldKit",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
         // `herald serve`: the pipeline as a service with an HTTP API (issue 15).
         .target(
             name: "HeraldService",
@@ -192,7 +204,7 @@ let package = Package(
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator",
                 "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit", "HeraldStore", "HeraldRecorder",
-                "HeraldService", "HeraldPostgres",
+                "HeraldService", "HeraldPostgres", "HeraldClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -249,6 +261,14 @@ let package = Package(
             name: "HeraldStoreTests",
             dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldStore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        .testTarget(
+            name: "HeraldClientTests",
+            dependencies: [
+                "HeraldClient", "HeraldCore", "HeraldKit", "HeraldHTTP2", "HeraldSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "HeraldServiceTests",
             dependencies: [

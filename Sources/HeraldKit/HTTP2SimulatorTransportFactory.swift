@@ -10,6 +10,7 @@ import HeraldSimulator
 /// "transport": {
 ///   "type": "http2-simulator",
 ///   "bundleID": "com.example.app",
+///   "recordDeliveries": false,
 ///   "connections": 2,
 ///   "providerToken": {"keyFile": "AuthKey_ABC123DEFG.p8", "keyID": "ABC123DEFG", "teamID": "DEF123GHIJ"},
 ///   "invalidTokens": ["<hex>"], "unregisteredTokens": ["<hex>"],
@@ -26,6 +27,8 @@ enum HTTP2SimulatorTransportFactory {
     static func make(_ node: ConfigNode) throws(ConfigError) -> HTTP2SimulatorTransport {
         var configuration = HTTP2SimulatorConfiguration()
         configuration.bundleID = try node.string("bundleID") ?? configuration.bundleID
+        // Off by default, as for `simulator`: herald send streams, and a record of every delivery would grow without bound.
+        configuration.recordsDeliveries = try node.bool("recordDeliveries") ?? false
         var tokens: ProviderTokens?
         if let key = try providerTokenKey(node) {
             configuration.tokenKeyPEM = key.publicKeyPEM

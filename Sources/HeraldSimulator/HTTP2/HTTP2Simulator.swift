@@ -21,6 +21,10 @@ public struct HTTP2SimulatorConfiguration: Sendable, Hashable {
     public var maxChannels = 10_000
     /// Seeded faults, each a probability per request.
     public var faults = Faults()
+    /// Counts deliveries per `apns-id` (``HTTP2SimulatorCounters/deliveries``,
+    /// what duplicates are measured by). A streaming run turns it off: the
+    /// record grows by an entry per notification.
+    public var recordsDeliveries = true
 
     public struct Faults: Sendable, Hashable {
         public var seed: UInt64 = 0
@@ -230,7 +234,7 @@ struct HTTP2SimulatorState {
 
     mutating func deliver(_ request: APNsRequest) {
         counters.delivered += 1
-        counters.deliveries[request.apnsID, default: 0] += 1
+        if configuration.recordsDeliveries { counters.deliveries[request.apnsID, default: 0] += 1 }
         if let channel = request.channelID { counters.broadcasts[channel, default: 0] += 1 }
     }
 

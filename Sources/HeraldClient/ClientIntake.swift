@@ -1,0 +1,276 @@
+import DequeModule
+import HeraldCore
+import Synchronization
+
+/// Between `send` callers and the client's pipeline: the requests taken and
+/// not yet handed to the pipeline, the callers waiting for each outcome (by
+/// sequence number: the intake hands requests to the source in the order it
+/// numbers them, and the source's sink numbers them the same way), and the
+/// callers waiting for room.
+///
+/// At most `capacity` requests are taken and not yet decided: past that,
+/// callers wait (their tasks suspend; nothing is dropped), so memory stays
+/// bounded however many call at once.
+final class ClientIntake: Sendable {
+    /// Who is waiting for a sequence number's outcome.
+    enum Waiter {
+        case one(UnsafeContinuation<SendOutcome, any Error>)
+        case batch(BatchWaiter, Int)
+    }
+
+    struct State {
+        var queue = Deque<NotificationRequest>()
+        var next: UInt64 = 0
+        /// Requests taken or with room reserved, and not yet decided.
+        var undecided = 0
+        var waiters: [UInt64: Waiter] = [:]
+        var roomWaiters = Deque<(ticket: UInt64, count: Int, continuation: UnsafeContinuation<Void, any Error>)>()
+        var nextTicket: UInt64 = 0
+        var source: UnsafeContinuation<Void, Never>?
+        var closed = false
+
+        /// Whether `count` more fit now (a batch larger than the capacity fits an empty pipeline).
+        func fits(_ count: Int, capacity: Int) -> Bool { undecided + count <= capacity || undecided == 0 }
+    }
+
+    struct Handoff {
+        var records: [OutcomeRecord] = []
+        var waiting: UnsafeContinuation<Void, Never>?
+        var finished = false
+    }
+
+    let capacity: Int
+    let state = Mutex(State())
+    /// Outcomes on their way from the pipeline's observer to the callers (a lock of its own).
+    let handoff = Mutex(Handoff())
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    // MARK: Callers
+
+    /// Reserves room for `count` more requests, waiting (first come, first
+    /// served) while the pipeline holds `capacity` undecided. Throws
+    /// `CancellationError` if the caller is cancelled while waiting and
+    /// ``HeraldClientError/shutDown`` once closed: then nothing was reserved.
+    func reserve(_ count: Int) async throws {
+        let ticket = try state.withLock { s -> UInt64? in
+            if s.closed { throw HeraldClientError.shutDown }
+            if s.roomWaiters.isEmpty && s.fits(count, capacity: capacity) {
+                s.undecided += count
+                return nil
+            }
+            defer { s.nextTicket += 1 }
+            return s.nextTicket
+        }
+        guard let ticket else { return }
+        try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<Void, any Error>) in
+                let now: (any Error)?? = state.withLock { s in
+                    if s.closed { return .some(HeraldClientError.shutDown) }
+                    if Task.isCancelled { return .some(CancellationError()) }
+                    if s.roomWaiters.isEmpty && s.fits(count, capacity: capacity) {
+                        s.undecided += count
+                        return .some(nil)
+                    }
+                    s.roomWaiters.append((ticket, count, c))
+                    return .none
+                }
+                switch now {
+                case .some(let error?): c.resume(throwing: error)
+                case .some(nil): c.resume()
+                case .none: break  // `decided`, `close` or the cancellation handler resumes it
+                }
+            }
+        } onCancel: {
+            let c = state.withLock { s -> UnsafeContinuation<Void, any Error>? in
+                guard let i = s.roomWaiters.firstIndex(where: { $0.ticket == ticket }) else { return nil }
+                return s.roomWaiters.remove(at: i).continuation
+            }
+            c?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Gives back room reserved and not used.
+    func unreserve(_ count: Int) {
+        let rooms = state.withLock { s in
+            s.undecided -= count
+            return grantRoom(&s)
+        }
+        for c in rooms { c.resume() }
+    }
+
+    /// Waiters that fit now, in order, with their room reserved.
+    private func grantRoom(_ s: inout State) -> [UnsafeContinuation<Void, any Error>] {
+        var granted: [UnsafeContinuation<Void, any Error>] = []
+        while let first = s.roomWaiters.first, s.fits(first.count, capacity: capacity) {
+            s.roomWaiters.removeFirst()
+            s.undecided += first.count
+            granted.append(first.continuation)
+        }
+        return granted
+    }
+
+    /// Takes `request` (its room reserved) and registers `waiter` for its outcome.
+    /// Returns its sequence number, or `nil` when the intake closed meanwhile
+    /// (the caller then gives its room back).
+    func submit(_ request: NotificationRequest, waiter: Waiter) -> UInt64? {
+        let (sequence, source): (UInt64?, UnsafeContinuation<Void, Never>?) = state.withLock { s in
+            if s.closed { return (nil, nil) }
+            let q = s.next
+            s.next += 1
+            s.queue.append(request)
+            s.waiters[q] = waiter
+            defer { s.source = nil }
+            return (q, s.source)
+        }
+        source?.resume()
+        return sequence
+    }
+
+    /// Takes a batch; `waiter(i)` waits for the i-th outcome. `nil` when closed meanwhile.
+    func submit(_ requests: [NotificationRequest], waiter: (Int) -> Waiter) -> Range<UInt64>? {
+        let (range, source): (Range<UInt64>?, UnsafeContinuation<Void, Never>?) = state.withLock { s in
+            if s.closed { return (nil, nil) }
+            let first = s.next
+            s.next += UInt64(requests.count)
+            s.queue.append(contentsOf: requests)
+            for i in requests.indices { s.waiters[first + UInt64(i)] = waiter(i) }
+            defer { s.source = nil }
+            return (first..<s.next, s.source)
+        }
+        source?.resume()
+        return range
+    }
+
+    /// The caller of `sequence` is gone (cancelled): its notification goes on
+    /// and ends in one recorded outcome; the caller gets `CancellationError` now.
+    func detach(_ sequence: UInt64) {
+        let waiter = state.withLock { s -> Waiter? in s.waiters.removeValue(forKey: sequence) }
+        switch waiter {
+        case .one(let c)?: c.resume(throwing: CancellationError())
+        case .batch(let b, _)?: b.cancel()
+        case nil: break
+        }
+    }
+
+    // MARK: The pipeline
+
+    /// Outcomes decided, from the pipeline's observer: handed to ``resumeCallers()``,
+    /// so the transport's thread (an event loop, for a network transport) only
+    /// appends them, and never does the lookups, resumptions and wake-ups itself.
+    func decided(_ records: [OutcomeRecord]) {
+        let wake = handoff.withLock { h -> UnsafeContinuation<Void, Never>? in
+            h.records.append(contentsOf: records)
+            defer { h.waiting = nil }
+            return h.waiting
+        }
+        wake?.resume()
+    }
+
+    /// Resumes callers with the outcomes `decided` hands over, until
+    /// ``endResuming()`` and nothing is left. Runs beside the pipeline, in `run()`.
+    func resumeCallers() async {
+        var records: [OutcomeRecord] = []
+        while true {
+            let finished = handoff.withLock { h -> Bool in
+                swap(&records, &h.records)
+                return h.finished
+            }
+            if !records.isEmpty {
+                resume(records)
+                records.removeAll(keepingCapacity: true)
+                continue
+            }
+            if finished { return }
+            await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
+                let now = handoff.withLock { h -> Bool in
+                    if !h.records.isEmpty || h.finished { return true }
+                    h.waiting = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        }
+    }
+
+    /// No more outcomes will come: ``resumeCallers()`` returns once it has handed out what it has.
+    func endResuming() {
+        let wake = handoff.withLock { h -> UnsafeContinuation<Void, Never>? in
+            h.finished = true
+            defer { h.waiting = nil }
+            return h.waiting
+        }
+        wake?.resume()
+    }
+
+    /// Each waiting caller gets its outcome; room is made.
+    private func resume(_ records: [OutcomeRecord]) {
+        var resumed: [(Waiter, OutcomeRecord)] = []
+        resumed.reserveCapacity(records.count)
+        let rooms = state.withLock { s in
+            for r in records {
+                if let w = s.waiters.removeValue(forKey: r.sequence) { resumed.append((w, r)) }
+            }
+            s.undecided -= records.count
+            return grantRoom(&s)
+        }
+        for (w, r) in resumed {
+            switch w {
+            case .one(let c): c.resume(returning: SendOutcome(r))
+            case .batch(let b, let i): b.fill(i, SendOutcome(r))
+            }
+        }
+        for c in rooms { c.resume() }
+    }
+
+    /// Up to `max` requests for the source, waiting for some; `nil` once closed and empty.
+    func take(max: Int) async -> [NotificationRequest]? {
+        while true {
+            let taken: [NotificationRequest]? = state.withLock { s in
+                guard !s.queue.isEmpty else { return s.closed ? [] : nil }
+                let n = Swift.min(max, s.queue.count)
+                defer { s.queue.removeFirst(n) }
+                return Array(s.queue.prefix(n))
+            }
+            if let taken { return taken.isEmpty ? nil : taken }
+            await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if !s.queue.isEmpty || s.closed { return true }
+                    s.source = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        }
+    }
+
+    var isEmpty: Bool { state.withLock { $0.queue.isEmpty } }
+
+    /// No new requests: callers waiting for room get ``HeraldClientError/shutDown``; what was taken goes on.
+    func close() {
+        let (rooms, source) = state.withLock { s in
+            s.closed = true
+            defer {
+                s.roomWaiters.removeAll()
+                s.source = nil
+            }
+            return (s.roomWaiters.map(\.continuation), s.source)
+        }
+        for c in rooms { c.resume(throwing: HeraldClientError.shutDown) }
+        source?.resume()
+    }
+
+    /// The pipeline stopped with requests still queued (its run was cancelled):
+    /// each is recorded `failed` in `ledger`, which resumes its caller.
+    func failQueued(_ ledger: OutcomeLedger, reason: OutcomeReason) {
+        let left: [(UInt64, NotificationRequest)] = state.withLock { s in
+            let first = s.next - UInt64(s.queue.count)
+            defer { s.queue.removeAll() }
+            return s.queue.enumerated().map { (first + UInt64($0.offset), $0.element) }
+        }
+        guard !left.isEmpty else { return }
+        ledger.enter(left.map(\.0), count: left.count)
+        ledger.record(left.map { q, r in OutcomeRecord(sequence: q, line: nil, id: r.id, token: r.token, outcome: .failed(reason)) })
+    }
+
+}

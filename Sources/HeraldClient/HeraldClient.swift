@@ -1,0 +1,198 @@
+import CoreMetrics
+import HeraldCore
+import HeraldKit
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Herald for an app that sends as things happen and awaits what became of
+/// each notification: the same pipeline as `herald send` (token store,
+/// localization, payload, size guard, the configured transport), long-lived,
+/// run as a swift-service-lifecycle `Service` in the app's `ServiceGroup`.
+///
+/// ```swift
+/// let client = try HeraldClient(configuration: HeraldConfiguration(contentsOf: "herald.json"))
+/// // in the app's ServiceGroup: services: [client, app]
+/// let outcome = try await client.send(NotificationRequest(token: token, alert: "Your order shipped"))
+/// if outcome.status == .unregistered { forget(token) }
+/// ```
+///
+/// - Concurrent `send` calls are gathered into the pipeline's batches: many
+///   callers cost about what one batch of the same size does.
+/// - At most ``Options/maxUndecided`` notifications are taken and not yet
+///   decided; past that, `send` suspends until outcomes make room (memory
+///   stays bounded); nothing is dropped.
+/// - Every notification taken ends in exactly one recorded outcome (in the
+///   ledger, the observers, the outcome files). A caller cancelled while it
+///   waits for room withdraws its notification (nothing entered); one
+///   cancelled after its notification was taken gets `CancellationError` at
+///   once, and the notification goes on: it is not withdrawn once taken.
+/// - Shutdown (the group's graceful shutdown): new sends throw
+///   ``HeraldClientError/shutDown``; everything taken drains and its callers
+///   get their outcomes. If `run()` is cancelled instead, what was not yet
+///   handed to the pipeline ends `failed` (code `abandoned`).
+public final class HeraldClient: Service, Sendable {
+    public struct Options: Sendable, Hashable {
+        /// Notifications taken and not yet decided before `send` waits.
+        public var maxUndecided: Int = 65_536
+        public init(maxUndecided: Int = 65_536) { self.maxUndecided = maxUndecided }
+    }
+
+    let intake: ClientIntake
+    let pipeline: Pipeline
+    let started = Atomic<Bool>(false)
+    /// The books of everything sent through this client (``OutcomeLedger/snapshot``).
+    public let ledger: OutcomeLedger
+
+    /// A client for a configuration, as `herald send` reads it (the transport,
+    /// `tokens`, `localization`, `payload`, `stages`, `pipeline`).
+    public convenience init(
+        configuration: HeraldConfiguration, registry: HeraldRegistry = .standard(), logger: Logger = Logger(label: "herald"),
+        observers: [any OutcomeObserver] = [], metrics: (any MetricsFactory)? = nil, options: Options = Options()
+    ) throws {
+        let assembly = try HeraldAssembly.configured(configuration, registry: registry, logger: logger)
+        try self.init(assembly: assembly, observers: observers, metrics: metrics, options: options)
+    }
+
+    /// A client from an assembly (stages added in code, a token store of
+    /// the app's own), optionally with a transport made in code
+    /// (`HeraldTesting`'s simulator). `observers` see every outcome before
+    /// its caller is resumed.
+    public init(
+        assembly: HeraldAssembly, transport: (any Transport)? = nil, observers: [any OutcomeObserver] = [],
+        metrics: (any MetricsFactory)? = nil, options: Options = Options()
+    ) throws {
+        let intake = ClientIntake(capacity: options.maxUndecided)
+        let ledger = OutcomeLedger(observers: observers)
+        pipeline = try assembly.makePipeline(source: ClientSource(intake: intake), ledger: ledger, transport: transport, metrics: metrics)
+        // Last: a caller resumes once the token store and every observer have seen its outcome.
+        ledger.addObserver(ClientObserver(intake: intake))
+        self.intake = intake
+        self.ledger = ledger
+    }
+
+    /// Runs the pipeline until the service group shuts down gracefully (then
+    /// drains everything taken) or the task is cancelled. Once only.
+    public func run() async throws {
+        guard !started.exchange(true, ordering: .relaxed) else { throw HeraldClientError.alreadyRunning }
+        let intake = self.intake, pipeline = self.pipeline, ledger = self.ledger
+        var failure: (any Error)?
+        await withTaskGroup(of: Void.self) { group in
+            // Outcomes reach their callers from a task of their own, off the transport's thread.
+            group.addTask { await intake.resumeCallers() }
+            do {
+                _ = try await withTaskCancellationHandler {
+                    try await withGracefulShutdownHandler {
+                        try await pipeline.run()
+                    } onGracefulShutdown: {
+                        intake.close()
+                    }
+                } onCancel: {
+                    intake.close()
+                }
+            } catch {
+                failure = error
+            }
+            intake.close()
+            intake.failQueued(ledger, reason: OutcomeReason(.abandoned, "the Herald client stopped before sending it"))
+            intake.endResuming()
+        }
+        if let failure { throw failure }
+    }
+
+    /// Stops taking notifications; what was taken drains and `run()` returns
+    /// (what the service group's graceful shutdown does).
+    public func shutdown() { intake.close() }
+
+    /// Sends one notification and returns how it ended.
+    /// - Throws: ``HeraldClientError/shutDown`` when the client is shutting
+    ///   down, `CancellationError` when the caller is cancelled (see the type's
+    ///   notes: a notification already taken still goes).
+    public func send(_ request: NotificationRequest) async throws -> SendOutcome {
+        try await intake.reserve(1)
+        if Task.isCancelled {
+            intake.unreserve(1)
+            throw CancellationError()
+        }
+        let ticket = Ticket()
+        let intake = self.intake
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<SendOutcome, any Error>) in
+                guard let sequence = intake.submit(request, waiter: .one(c)) else {
+                    intake.unreserve(1)
+                    c.resume(throwing: HeraldClientError.shutDown)
+                    return
+                }
+                if ticket.set(sequence) { intake.detach(sequence) }
+            }
+        } onCancel: {
+            if let sequence = ticket.cancel() { intake.detach(sequence) }
+        }
+    }
+
+    /// Sends notifications together (one batch, in order) and returns how
+    /// each ended, in the same order.
+    public func send(_ requests: [NotificationRequest]) async throws -> [SendOutcome] {
+        guard !requests.isEmpty else { return [] }
+        try await intake.reserve(requests.count)
+        if Task.isCancelled {
+            intake.unreserve(requests.count)
+            throw CancellationError()
+        }
+        let waiter = BatchWaiter(count: requests.count)
+        guard intake.submit(requests, waiter: { .batch(waiter, $0) }) != nil else {
+            intake.unreserve(requests.count)
+            throw HeraldClientError.shutDown
+        }
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { waiter.wait($0) }
+        } onCancel: {
+            waiter.cancel()
+        }
+    }
+}
+
+/// A `send`'s sequence number once taken, and whether its caller was
+/// cancelled: whichever of the two comes second detaches the caller.
+final class Ticket: Sendable {
+    static let cancelledBit: UInt64 = 1 << 63
+    static let unset: UInt64 = (1 << 63) - 1
+    let value = Atomic<UInt64>(unset)
+
+    /// Records the sequence number; true if the caller was already cancelled.
+    func set(_ sequence: UInt64) -> Bool {
+        let (exchanged, original) = value.compareExchange(expected: Self.unset, desired: sequence, ordering: .acquiringAndReleasing)
+        return !exchanged && original & Self.cancelledBit != 0
+    }
+
+    /// Marks the caller cancelled; the sequence number if it was already taken.
+    func cancel() -> UInt64? {
+        let original = value.bitwiseOr(Self.cancelledBit, ordering: .acquiringAndReleasing).oldValue
+        return original == Self.unset ? nil : original
+    }
+}
+
+/// The client's intake as the pipeline's source: requests in the order the
+/// intake numbered them, flushed whenever the intake runs dry, so a lone
+/// `send` is not held back waiting for a full batch.
+struct ClientSource: NotificationSource {
+    let intake: ClientIntake
+
+    func produce(into sink: SourceSink) async throws {
+        while !sink.isStopping, let batch = await intake.take(max: 512) {
+            for r in batch { await sink.emit(r) }
+            if intake.isEmpty {
+                // Callers just resumed by outcomes are about to send again: let them, so the
+                // batch fills (small batches cost every stage and the transport per batch).
+                await Task.yield()
+                if intake.isEmpty { await sink.flush() }
+            }
+        }
+    }
+}
+
+/// Hands each outcome to the caller waiting for it.
+struct ClientObserver: OutcomeObserver {
+    let intake: ClientIntake
+    func observe(_ records: [OutcomeRecord]) { intake.decided(records) }
+}

@@ -1,0 +1,57 @@
+import HeraldCore
+
+/// How one `send` ended, typed: what the outcome line of `herald send` says,
+/// as values a program can switch on.
+public struct SendOutcome: Sendable, Hashable, CustomStringConvertible {
+    /// The ledger's record of it (its sequence number in the client's pipeline, token, identifiers).
+    public let record: OutcomeRecord
+
+    public init(_ record: OutcomeRecord) { self.record = record }
+
+    /// `accepted`, `rejected`, `dropped`, `suppressed` or `failed`, with its status or reason.
+    public var outcome: Outcome { record.outcome }
+    public var kind: Outcome.Kind { record.outcome.kind }
+    /// APNs took it.
+    public var isAccepted: Bool { kind == .accepted }
+    /// The status APNs refused it with (`rejected`): `.badDeviceToken`, `.unregistered` (410)…
+    public var status: Status? {
+        if case .rejected(let s) = record.outcome { return s }
+        return nil
+    }
+    /// Why it was refused, dropped or failed, in words.
+    public var reason: String? {
+        switch record.outcome {
+        case .rejected(let s): return s.description
+        case .dropped(let r), .failed(let r): return r.message
+        case .accepted, .suppressed: return nil
+        }
+    }
+    /// The code a program acts on for `dropped` and `failed` (`.gatewayUnreachable`, `.abandoned`…).
+    public var reasonCode: OutcomeReason.Code? {
+        switch record.outcome {
+        case .dropped(let r), .failed(let r): return r.code
+        default: return nil
+        }
+    }
+    /// HTTP/2: the `apns-id` APNs answered with.
+    public var apnsID: String? { record.apnsID }
+    /// HTTP/2, a 410: since when the token is dead (milliseconds since 1970).
+    public var unregisteredAt: Int64? { record.apnsUnregisteredAt }
+
+    public var description: String { record.outcome.description }
+}
+
+/// Why `send` did not take a notification: nothing of it entered the pipeline.
+public enum HeraldClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The client is shutting down (or has stopped): no new notifications.
+    case shutDown
+    /// `run()` was called a second time.
+    case alreadyRunning
+
+    public var description: String {
+        switch self {
+        case .shutDown: return "the Herald client is shutting down: no new notifications are taken"
+        case .alreadyRunning: return "the Herald client is already running: run() is called once"
+        }
+    }
+}
