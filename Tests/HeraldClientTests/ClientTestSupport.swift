@@ -50,7 +50,7 @@ func alert(_ i: Int, topic: String? = "com.example.app") -> NotificationRequest 
 }
 
 /// Polls `condition` until it holds or `seconds` pass.
-func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+func eventually(_ seconds: Double = 60, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while !condition() {
         if ContinuousClock.now > deadline { return false }

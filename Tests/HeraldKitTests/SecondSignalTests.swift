@@ -8,7 +8,13 @@ import Glibc
 /// Issue 34, item 4: a second signal stops at once everywhere in the
 /// pipeline, also when the backlog waits inside a stage (`rate-limit`), not
 /// only in the transport.
-@Suite("a second signal with a rate-limited backlog", .serialized)
+///
+/// Their goal is a wall-clock bound (2 s; 0.3 s here, alone), which a fully
+/// loaded 2-core test run stretches tenfold: `.ci/run` runs them apart, after
+/// the parallel run (`HERALD_TIMING_APART=1` skips them there).
+@Suite(
+    "a second signal with a rate-limited backlog", .serialized,
+    .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: a wall-clock bound"))
 struct SecondSignalTests {
     static let token = "a-test-token-0123456789abcdef"
     static let count = 30_000
