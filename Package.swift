@@ -264,7 +264,7 @@ let package = Package(
         .testTarget(
             name: "HeraldClientTests",
             dependencies: [
-                "HeraldClient", "HeraldCore", "HeraldKit", "HeraldHTTP2", "HeraldSimulator",
+                "HeraldClient", "HeraldCore", "HeraldKit", "HeraldHTTP2", "HeraldSimulator", "HeraldJSON", "HeraldPayload",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -24,7 +24,9 @@ import NIOPosix
 ///
 /// No thread of Swift's cooperative pool blocks: the connections live on one
 /// SwiftNIO event loop and OpenSSL works on memory buffers.
-public final class HTTP2Transport: Transport, TransportHealthReporting {
+public final class HTTP2Transport: Transport, TransportHealthReporting, WireDescribing {
+    public var wire: TransportWire { .http2 }
+
     public let configuration: HTTP2TransportConfiguration
     let builder: APNsRequestBuilder
     let driver: HTTP2Driver

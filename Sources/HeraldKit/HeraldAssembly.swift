@@ -59,13 +59,25 @@ public struct HeraldAssembly: Sendable {
         extraStages.append((position, stage))
     }
 
-    /// The built-in stages in order, each tagged with its position.
-    public func builtinStages() throws -> [(StagePosition, NamedStage)] {
+    /// The wire the configured transport speaks (its registry entry's).
+    public var configuredWire: TransportWire { registry.wire(ofTransport: configuration.transportType) }
+
+    /// The payload limit in force: the configuration's, else the wire's (the
+    /// HTTP/2 API takes larger payloads).
+    public func sizeLimit(for wire: TransportWire) -> SizeLimit {
+        configuration.sizeLimit ?? (wire == .http2 ? .http2 : .binary)
+    }
+
+    /// The built-in stages in order, each tagged with its position, for a
+    /// transport speaking `wire` (by default the configured transport's).
+    public func builtinStages(wire: TransportWire? = nil) throws -> [(StagePosition, NamedStage)] {
         let c = configuration
+        let wire = wire ?? configuredWire
+        let limit = sizeLimit(for: wire)
         let sizeGuard: any PipelineStage
         switch c.sizePolicy {
-        case "reject": sizeGuard = SizeGuardStage(RejectingSizeGuard(limit: c.sizeLimit))
-        case "truncate": sizeGuard = SizeGuardStage(TruncatingSizeGuard(limit: c.sizeLimit, fields: c.truncateFields))
+        case "reject": sizeGuard = SizeGuardStage(RejectingSizeGuard(limit: limit))
+        case "truncate": sizeGuard = SizeGuardStage(TruncatingSizeGuard(limit: limit, fields: c.truncateFields))
         default:
             throw ConfigError(file: c.root.file, key: "payload.policy", message: "must be \"reject\" or \"truncate\", got \"\(c.sizePolicy)\"")
         }
@@ -74,7 +86,7 @@ public struct HeraldAssembly: Sendable {
             (.localize, NamedStage("localize", try localizeStage())),
             (.payload, NamedStage("payload", BuildPayloadStage(APSPayloadBuilder()))),
             (.sizeGuard, NamedStage("size", sizeGuard)),
-            (.frame, NamedStage("frame", c.transportType.hasPrefix("http2") ? HTTP2FramePosition() as any PipelineStage : FrameStage(BinaryFramer(format: c.frameFormat)))),
+            (.frame, NamedStage("frame", wire == .http2 ? HTTP2FramePosition() as any PipelineStage : FrameStage(BinaryFramer(format: c.frameFormat)))),
         ]
     }
 
@@ -103,14 +115,14 @@ public struct HeraldAssembly: Sendable {
     }
 
     /// All stages in order: built-ins with custom stages (configured, then inserted by code) after their positions.
-    public func stages() throws -> [NamedStage] {
+    public func stages(wire: TransportWire? = nil) throws -> [NamedStage] {
         var custom: [(StagePosition, NamedStage)] = []
         for spec in configuration.customStages {
             custom.append((spec.after, NamedStage(spec.type, try registry.makeStage(spec.type, options: spec.options))))
         }
         custom += extraStages
         var out: [NamedStage] = []
-        for (position, stage) in try builtinStages() {
+        for (position, stage) in try builtinStages(wire: wire) {
             out.append(stage)
             out += custom.filter { $0.0 == position }.map(\.1)
         }
@@ -121,7 +133,7 @@ public struct HeraldAssembly: Sendable {
     public func transport() throws -> any Transport {
         try registry.makeTransport(
             configuration.transportType, options: configuration.transportOptions,
-            context: TransportContext(payloadLimit: configuration.sizeLimit.bytes, logger: logger))
+            context: TransportContext(payloadLimit: sizeLimit(for: configuredWire).bytes, logger: logger))
     }
 
     /// A pipeline from `source` through the configured stages to the configured transport.
@@ -130,7 +142,9 @@ public struct HeraldAssembly: Sendable {
         source: any NotificationSource, ledger: OutcomeLedger = OutcomeLedger(), transport: (any Transport)? = nil,
         metrics: (any MetricsFactory)? = nil
     ) throws -> Pipeline {
-        let stages = try stages()
+        // A transport given in code says its wire (`WireDescribing`); a configured one has its registry entry's.
+        let wire = transport.map { ($0 as? any WireDescribing)?.wire ?? .binary } ?? configuredWire
+        let stages = try stages(wire: wire)
         let t = try transport ?? self.transport()
         try configuration.root.finish()
         // The feedback loop: a token APNs calls invalid is suppressed from then on.

@@ -11,7 +11,8 @@ import HeraldPayload
 public struct HeraldConfiguration: Sendable {
     public var pipeline = PipelineOptions()
     /// The payload size limit (`payload.profile` or `payload.limit`).
-    public var sizeLimit: SizeLimit = .binary
+    /// The payload limit; `nil`: the transport's wire's (`binary` 2048, `http2` 4096, 5120 for VoIP).
+    public var sizeLimit: SizeLimit?
     /// `reject` or `truncate`.
     public var sizePolicy = "reject"
     /// The alert text fields the `truncate` policy shortens, in order (`payload.truncateFields`).
@@ -115,8 +116,6 @@ public struct HeraldConfiguration: Sendable {
         let transport = try root.child("transport")
         c.transportType = try transport.string("type") ?? c.transportType
         c.transportOptions = transport
-        // The HTTP/2 API takes larger payloads: its profile unless the configuration chose one.
-        if c.transportType.hasPrefix("http2") && !payload.has("profile") && !payload.has("limit") { c.sizeLimit = .http2 }
 
         for node in try root.children("stages") {
             guard let type = try node.string("type") else { throw node.error("type", "required: the stage's registered name") }

@@ -36,7 +36,7 @@ public final class HeraldRegistry: Sendable {
     public typealias TransportFactory = @Sendable (ConfigNode, TransportContext) throws -> any Transport
 
     let stageFactories = Mutex<[String: StageFactory]>([:])
-    let transportFactories = Mutex<[String: TransportFactory]>([:])
+    let transportFactories = Mutex<[String: (wire: TransportWire, make: TransportFactory)]>([:])
 
     public init() {}
 
@@ -47,10 +47,10 @@ public final class HeraldRegistry: Sendable {
         r.registerTransport("simulator") { node, context in
             try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit)
         }
-        r.registerTransport("http2-simulator") { node, _ in
+        r.registerTransport("http2-simulator", wire: .http2) { node, _ in
             try HTTP2SimulatorTransportFactory.make(node)
         }
-        r.registerTransport("http2") { node, context in
+        r.registerTransport("http2", wire: .http2) { node, context in
             try HTTP2Transport.make(node, logger: context.logger)
         }
         r.registerTransport("gateway") { node, context in
@@ -76,8 +76,16 @@ public final class HeraldRegistry: Sendable {
         stageFactories.withLock { $0[name] = factory }
     }
 
-    public func registerTransport(_ name: String, factory: @escaping TransportFactory) {
-        transportFactories.withLock { $0[name] = factory }
+    /// Registers a transport by name; `wire` is what it sends (binary frames,
+    /// or HTTP/2 requests it builds itself), which picks the frame stage and
+    /// the default payload limit.
+    public func registerTransport(_ name: String, wire: TransportWire = .binary, factory: @escaping TransportFactory) {
+        transportFactories.withLock { $0[name] = (wire, factory) }
+    }
+
+    /// The wire of the transport registered as `name` (binary when unknown: its factory's error names it).
+    public func wire(ofTransport name: String) -> TransportWire {
+        transportFactories.withLock { $0[name]?.wire } ?? .binary
     }
 
     public var stageNames: [String] { stageFactories.withLock { $0.keys.sorted() } }
@@ -91,7 +99,7 @@ public final class HeraldRegistry: Sendable {
     }
 
     func makeTransport(_ name: String, options: ConfigNode, context: TransportContext) throws -> any Transport {
-        guard let f = transportFactories.withLock({ $0[name] }) else {
+        guard let f = transportFactories.withLock({ $0[name]?.make }) else {
             throw options.error("type", "unknown transport \"\(name)\"; known: \(transportNames.joined(separator: ", "))")
         }
         return try f(options, context)

@@ -12,7 +12,9 @@ import HeraldHTTP2
 /// deadline (a backoff, a request timeout), the clock jumps to it.
 ///
 /// Every envelope handed to ``send(_:outcomes:)`` is recorded before it returns.
-public actor HTTP2SimulatorTransport: Transport {
+public actor HTTP2SimulatorTransport: Transport, WireDescribing {
+    public nonisolated var wire: TransportWire { .http2 }
+
     enum Event {
         case connected(Int)
         case reply(stream: Int, HTTP2Simulator.Reply)
