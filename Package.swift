@@ -137,6 +137,8 @@ let package = Package(
             name: "HeraldTesting",
             dependencies: [
                 "HeraldCore", "HeraldBinary", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldSimulator", "HeraldOpenSSL", "COpenSSL", "CHeraldOpenSSL",
+                // SimulatedAPNs: the app's HeraldClient over the in-memory simulator.
+                "HeraldClient", "HeraldKit", "HeraldJSON",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -264,7 +266,7 @@ let package = Package(
         .testTarget(
             name: "HeraldClientTests",
             dependencies: [
-                "HeraldClient", "HeraldCore", "HeraldKit", "HeraldHTTP2", "HeraldSimulator", "HeraldJSON", "HeraldPayload",
+                "HeraldClient", "HeraldCore", "HeraldKit", "HeraldHTTP2", "HeraldSimulator", "HeraldJSON", "HeraldPayload", "HeraldTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -34,7 +34,8 @@ final class ClientIntake: Sendable {
     }
 
     struct Handoff {
-        var records: [OutcomeRecord] = []
+        /// The ledger's batches as they came: kept whole (no element is copied on the transport's thread).
+        var batches: [[OutcomeRecord]] = []
         var waiting: UnsafeContinuation<Void, Never>?
         var finished = false
     }
@@ -160,7 +161,7 @@ final class ClientIntake: Sendable {
     /// appends them, and never does the lookups, resumptions and wake-ups itself.
     func decided(_ records: [OutcomeRecord]) {
         let wake = handoff.withLock { h -> UnsafeContinuation<Void, Never>? in
-            h.records.append(contentsOf: records)
+            h.batches.append(records)
             defer { h.waiting = nil }
             return h.waiting
         }
@@ -170,21 +171,21 @@ final class ClientIntake: Sendable {
     /// Resumes callers with the outcomes `decided` hands over, until
     /// ``endResuming()`` and nothing is left. Runs beside the pipeline, in `run()`.
     func resumeCallers() async {
-        var records: [OutcomeRecord] = []
+        var batches: [[OutcomeRecord]] = []
         while true {
             let finished = handoff.withLock { h -> Bool in
-                swap(&records, &h.records)
+                swap(&batches, &h.batches)
                 return h.finished
             }
-            if !records.isEmpty {
-                resume(records)
-                records.removeAll(keepingCapacity: true)
+            if !batches.isEmpty {
+                for records in batches { resume(records) }
+                batches.removeAll(keepingCapacity: true)
                 continue
             }
             if finished { return }
             await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
                 let now = handoff.withLock { h -> Bool in
-                    if !h.records.isEmpty || h.finished { return true }
+                    if !h.batches.isEmpty || h.finished { return true }
                     h.waiting = c
                     return false
                 }

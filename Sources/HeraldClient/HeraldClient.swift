@@ -1,6 +1,8 @@
 import CoreMetrics
-import HeraldCore
-import HeraldKit
+// An app imports HeraldClient alone: the requests and their builders (HeraldCore) and the
+// configuration (HeraldKit) come with it.
+@_exported import HeraldCore
+@_exported import HeraldKit
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -11,10 +13,10 @@ import Synchronization
 /// run as a swift-service-lifecycle `Service` in the app's `ServiceGroup`.
 ///
 /// ```swift
-/// let client = try HeraldClient(configuration: HeraldConfiguration(contentsOf: "herald.json"))
-/// // in the app's ServiceGroup: services: [client, app]
-/// let outcome = try await client.send(NotificationRequest(token: token, alert: "Your order shipped"))
-/// if outcome.status == .unregistered { forget(token) }
+/// let client = try HeraldClient(configuration: .load(path: "herald.json"))
+/// // run it in the app's ServiceGroup: ServiceGroup(services: [client, app], …)
+/// let outcome = try await client.send(.alert(to: try DeviceToken(hex: hex), body: "Your order shipped"))
+/// if outcome.isTokenDead { forgetDevice(hex) }
 /// ```
 ///
 /// - Concurrent `send` calls are gathered into the pipeline's batches: many
@@ -181,12 +183,7 @@ struct ClientSource: NotificationSource {
     func produce(into sink: SourceSink) async throws {
         while !sink.isStopping, let batch = await intake.take(max: 512) {
             for r in batch { await sink.emit(r) }
-            if intake.isEmpty {
-                // Callers just resumed by outcomes are about to send again: let them, so the
-                // batch fills (small batches cost every stage and the transport per batch).
-                await Task.yield()
-                if intake.isEmpty { await sink.flush() }
-            }
+            if intake.isEmpty { await sink.flush() }
         }
     }
 }

@@ -33,6 +33,18 @@ public struct SendOutcome: Sendable, Hashable, CustomStringConvertible {
         default: return nil
         }
     }
+    /// APNs says the token will not work again: forget the device. (410
+    /// `Unregistered` or `ExpiredToken`, 400 `BadDeviceToken`, the binary
+    /// interface's status 8, or `suppressed`: Herald already knew it dead.)
+    public var isTokenDead: Bool {
+        switch record.outcome {
+        case .suppressed: return true
+        case .rejected(let s):
+            if let reason = s.reason { return s.rawValue == 410 || (s.rawValue == 400 && reason == "BadDeviceToken") }
+            return s == .invalidToken
+        default: return false
+        }
+    }
     /// HTTP/2: the `apns-id` APNs answered with.
     public var apnsID: String? { record.apnsID }
     /// HTTP/2, a 410: since when the token is dead (milliseconds since 1970).

@@ -25,6 +25,9 @@ public struct HTTP2SimulatorConfiguration: Sendable, Hashable {
     /// what duplicates are measured by). A streaming run turns it off: the
     /// record grows by an entry per notification.
     public var recordsDeliveries = true
+    /// Keeps every request it delivered, whole (``HTTP2Simulator/deliveredRequests``):
+    /// what an app's tests assert on. Off by default (it grows with every notification).
+    public var recordsRequests = false
 
     public struct Faults: Sendable, Hashable {
         public var seed: UInt64 = 0
@@ -66,6 +69,9 @@ public final class HTTP2Simulator: Sendable {
     public func markInvalid(_ token: DeviceToken) { state.withLock { _ = $0.invalid.insert(token) } }
     /// Tokens whose app was removed at `timestamp` (milliseconds since 1970): 410 `Unregistered`.
     public func markUnregistered(_ token: DeviceToken, at timestamp: Int64) { state.withLock { $0.unregistered[token] = timestamp } }
+
+    /// The requests delivered, in order, with `recordsRequests` (else none).
+    public var deliveredRequests: [APNsRequest] { state.withLock { $0.delivered } }
 
     /// Creates a broadcast channel, as `POST /1/apps/<bundle id>/channels` would; returns its id.
     public func createChannel(storagePolicy: Int = 0) -> String { state.withLock { $0.newChannel(storagePolicy: storagePolicy) } }
@@ -115,6 +121,7 @@ struct HTTP2SimulatorState {
     /// Provider tokens already verified, and when they were issued.
     var verified: [String: Int64] = [:]
     var counters = HTTP2SimulatorCounters()
+    var delivered: [APNsRequest] = []
 
     init(configuration: HTTP2SimulatorConfiguration, publicKey: P256.Signing.PublicKey?) {
         self.configuration = configuration
@@ -235,6 +242,7 @@ struct HTTP2SimulatorState {
     mutating func deliver(_ request: APNsRequest) {
         counters.delivered += 1
         if configuration.recordsDeliveries { counters.deliveries[request.apnsID, default: 0] += 1 }
+        if configuration.recordsRequests { delivered.append(request) }
         if let channel = request.channelID { counters.broadcasts[channel, default: 0] += 1 }
     }
 
