@@ -193,7 +193,7 @@ let package = Package(
         .target(
             name: "HeraldPostgres",
             dependencies: [
-                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldStore",
+                "HeraldJSON", "HeraldCore", "HeraldStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 // TLS to the database (postgres-nio's own TLS is swift-nio-ssl).

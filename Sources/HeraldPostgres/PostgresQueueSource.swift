@@ -1,5 +1,4 @@
 import HeraldCore
-import HeraldKit
 
 /// Requests from the `notifications` table: claims batches of rows (see
 /// ``PostgresQueue/claim(limit:)``), decodes each row's request line as `herald
@@ -144,7 +143,7 @@ public struct PostgresQueueSource: NotificationSource {
         book.hold(rows, from: sink.emitted)
         for row in rows {
             var body = row.body
-            switch body.withUTF8({ JSONLinesSource.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
+            switch body.withUTF8({ RequestLine.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
             case .request(let request): await sink.emit(request)
             case .invalid(let reason, let id, let token): await sink.emitInvalid(line: nil, reason: "row \(row.id): \(reason)", id: id, token: token)
             }

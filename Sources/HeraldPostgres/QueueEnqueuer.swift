@@ -1,5 +1,4 @@
 import HeraldCore
-import HeraldKit
 
 /// Streams a JSON Lines file into the queue: each non-blank line becomes a
 /// queued row holding the line's text exactly (checked only when a worker
@@ -53,7 +52,7 @@ public struct QueueEnqueuer: Sendable {
                 refuse(n, "longer than \(reader.maximumLineLength) bytes")
             case .line(let n, let bytes):
                 report.lines = n
-                guard let text = JSONLinesSource.content(line: n, bytes) else { continue }
+                guard let text = RequestLine.content(line: n, bytes) else { continue }
                 if text.contains(0) {
                     refuse(n, "holds a NUL byte")
                 } else if let body = String(validating: text, as: UTF8.self) {
