@@ -48,11 +48,14 @@ public final class OutcomeIndex: OutcomeObserver {
 
     public func observe(_ records: [OutcomeRecord]) {
         var kinds: [Outcome.Kind: Int] = [:]
+        for r in records { kinds[r.outcome.kind, default: 0] += 1 }
+        // Counted before the records can be read by id: a client that saw its notification
+        // decided (GET) and then scrapes /metrics finds it counted.
+        for (k, n) in kinds { counters[k]?.increment(by: n) }
         state.withLock { s in
             for r in records {
                 s.records[r.sequence] = r
                 s.order.append(r.sequence)
-                kinds[r.outcome.kind, default: 0] += 1
             }
             while s.order.count > capacity {
                 let old = s.order.removeFirst()
@@ -61,7 +64,6 @@ public final class OutcomeIndex: OutcomeObserver {
             }
             for (k, n) in kinds { s.counts[k, default: 0] += n }
         }
-        for (k, n) in kinds { counters[k]?.increment(by: n) }
         var reasons: [String: (Outcome.Kind, String, Int)] = [:]
         for r in records {
             guard let label = Self.reasonLabel(r.outcome) else { continue }
