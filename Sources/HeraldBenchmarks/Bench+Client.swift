@@ -33,9 +33,7 @@ struct BenchClient: AsyncParsableCommand {
     /// The i-th request, as code builds it (the file holds the same, as JSON Lines).
     static func request(_ i: Int) -> NotificationRequest {
         var aps = APS()
-        var alert = Alert(body: "Bob wants to play poker", title: "Game Request")
-        alert.subtitle = nil
-        aps.alert = alert
+        aps.alert = Alert(body: "Bob wants to play poker", title: "Game Request")
         aps.badge = 1
         return NotificationRequest(token: token(i), aps: aps, id: UInt32(truncatingIfNeeded: i), topic: topic)
     }

@@ -42,7 +42,7 @@ final class QueueIntake: Sendable {
     /// Rows for `texts`, in order, or why not. With `key`, the rows the key
     /// made before (`replayed`), looked up before the capacity check so a
     /// retry is answered even when the queue is full.
-    func submit(_ texts: [String], key: IdempotencyKey? = nil, window: Duration = .seconds(86_400)) async -> Result<(ids: [Int64], replayed: Bool), Refusal> {
+    func submit(_ texts: [String], key: IdempotencyKey?, window: Duration) async -> Result<(ids: [Int64], replayed: Bool), Refusal> {
         if isClosed { return .failure(.intake(.closed)) }
         do {
             if let key {
