@@ -170,7 +170,8 @@ let package = Package(
         .target(
             name: "HeraldService",
             dependencies: [
-                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldBinary", "HeraldHTTP2Transport", "HeraldPostgres",
+                // No transport and no queue: the intake and the transport's counters come through HeraldCore's protocols.
+                "HeraldJSON", "HeraldCore", "HeraldKit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -193,7 +194,7 @@ let package = Package(
         .target(
             name: "HeraldPostgres",
             dependencies: [
-                "HeraldJSON", "HeraldCore", "HeraldStore",
+                "HeraldCore", "HeraldStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 // TLS to the database (postgres-nio's own TLS is swift-nio-ssl).
@@ -274,7 +275,8 @@ let package = Package(
         .testTarget(
             name: "HeraldServiceTests",
             dependencies: [
-                "HeraldCore", "HeraldJSON", "HeraldService", .product(name: "NIOCore", package: "swift-nio"),
+                // HeraldPostgres: its intake's answers beside the in-memory one's (no database needed).
+                "HeraldCore", "HeraldJSON", "HeraldService", "HeraldPostgres", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
             ]),
         .testTarget(

@@ -121,8 +121,8 @@ public struct GatewayStatistics: Sendable, Hashable {
     }
 }
 
-extension GatewayTransport: DeliveryReporting {
-    public var deliveryStatistics: DeliveryStatistics { statistics.delivery }
+extension GatewayTransport: TransportReporting {
+    public var counters: [(name: String, value: Int)] { statistics.delivery.counters }
 }
 
 extension GatewayTransport: TransportHealthReporting {

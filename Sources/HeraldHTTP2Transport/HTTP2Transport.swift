@@ -24,7 +24,7 @@ import NIOPosix
 ///
 /// No thread of Swift's cooperative pool blocks: the connections live on one
 /// SwiftNIO event loop and OpenSSL works on memory buffers.
-public final class HTTP2Transport: Transport, TransportHealthReporting, WireDescribing {
+public final class HTTP2Transport: Transport, TransportHealthReporting, TransportReporting, WireDescribing {
     public var wire: TransportWire { .http2 }
 
     public let configuration: HTTP2TransportConfiguration
@@ -49,6 +49,11 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, WireDesc
 
     /// What the connections did.
     public var statistics: HTTP2TransportStatistics { driver.published.withLock { $0 } }
+
+    public var counters: [(name: String, value: Int)] {
+        let s = statistics
+        return [("handshakes", s.handshakes)] + s.delivery.counters + [("provider_tokens_signed", s.tokensSigned)]
+    }
 
     /// Unavailable after a refused credential, or while notifications wait and
     /// no connection has been ready for a second. (With nothing to send no

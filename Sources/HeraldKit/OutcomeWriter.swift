@@ -130,35 +130,8 @@ public final class OutcomeWriter: OutcomeObserver {
     /// Outcome lines written, and lines that could not be written.
     public var counts: (written: Int, lost: Int) { state.withLock { ($0.written, $0.lost) } }
 
-    /// The JSON line of one record (without the newline).
-    public static func line(_ r: OutcomeRecord) -> [UInt8] {
-        var w = JSONWriter(capacity: 160)
-        append(r, to: &w)
-        return w.bytes
-    }
-
-    static func append(_ r: OutcomeRecord, to w: inout JSONWriter) {
-        w.byte(UInt8(ascii: "{"))
-        if let id = r.id { w.key("id"); w.int(Int(id)); w.byte(UInt8(ascii: ",")) }
-        if let line = r.line { w.key("line"); w.int(line); w.byte(UInt8(ascii: ",")) }
-        if let t = r.token { w.key("token"); w.string(t.hex); w.byte(UInt8(ascii: ",")) }
-        w.key("outcome")
-        w.string(r.outcome.kind.rawValue)
-        switch r.outcome {
-        case .rejected(let s):
-            w.raw(",\"status\":"); w.int(s.rawValue)
-            w.raw(",\"reason\":"); w.string(s.description)
-        case .dropped(let reason), .failed(let reason):
-            w.raw(",\"reason\":"); w.string(reason.message)
-            if reason.code != .unspecified { w.raw(",\"code\":"); w.string(reason.code.name) }
-        case .accepted, .suppressed: break
-        }
-        if let a = r.apnsID { w.raw(",\"apnsId\":"); w.string(a) }
-        if let u = r.apnsUniqueID { w.raw(",\"apnsUniqueId\":"); w.string(u) }
-        if let c = r.apnsChannelID { w.raw(",\"channelId\":"); w.string(c) }
-        if let t = r.apnsUnregisteredAt { w.raw(",\"timestamp\":"); w.int(Int(t)) }
-        w.byte(UInt8(ascii: "}"))
-    }
+    /// The JSON line of one record (without the newline): ``OutcomeRecord/jsonLine``.
+    public static func line(_ r: OutcomeRecord) -> [UInt8] { r.jsonLine }
 
     public func observe(_ records: [OutcomeRecord]) {
         let failed = state.withLock { s -> IOError? in
@@ -169,7 +142,7 @@ public final class OutcomeWriter: OutcomeObserver {
             var w = JSONWriter(capacity: 0)
             swap(&w.bytes, &s.buffer)
             for r in records {
-                Self.append(r, to: &w)
+                r.writeJSON(to: &w)
                 w.byte(0x0A)
             }
             swap(&w.bytes, &s.buffer)

@@ -44,7 +44,7 @@ public struct PostgresQueueSource: NotificationSource {
         // Claims in flight, oldest first; emitted in that order.
         var ahead: [Task<[PostgresQueue.Claimed], any Error>] = []
         while true {
-            if sink.isStopping {
+            if stopping(sink) {
                 book.stopRequested.store(true, ordering: .releasing)
                 // Claimed rows are this worker's to finish: what was claimed ahead goes through too.
                 for claim in ahead { if let rows = try? await claim.value { await emit(rows, into: sink) } }
@@ -75,13 +75,13 @@ public struct PostgresQueueSource: NotificationSource {
                 delay = .milliseconds(50)
             } catch {
                 onProblem("\(error); retrying in \(delay)")
-                await queue.waitForNotification(timeout: delay) { sink.isStopping }
+                await queue.waitForNotification(timeout: delay) { stopping(sink) }
                 delay = min(delay * 2, .seconds(5))
                 continue
             }
             if rows.isEmpty {
                 if ahead.isEmpty {
-                    await queue.waitForNotification(timeout: queue.configuration.poll, since: notified) { sink.isStopping }
+                    await queue.waitForNotification(timeout: queue.configuration.poll, since: notified) { stopping(sink) }
                 }
                 continue
             }
@@ -98,6 +98,10 @@ public struct PostgresQueueSource: NotificationSource {
             await emit(rows, into: sink)
         }
     }
+
+    /// The pipeline is shutting down, or the worker was told to stop claiming
+    /// (``LeaseBook/stopRequested``: a service's intake closed).
+    func stopping(_ sink: SourceSink) -> Bool { sink.isStopping || book.stopRequested.load(ordering: .acquiring) }
 
     /// Claims a batch, never under one of the leases this worker holds, and notes it in the book at
     /// once: from then on its leases are renewed, whether or not it has been emitted yet.

@@ -1,10 +1,7 @@
 import Foundation
-import HeraldBinary
 import HeraldCore
-import HeraldHTTP2Transport
 import HeraldJSON
 import HeraldKit
-import HeraldPostgres
 import Hummingbird
 import Logging
 import Metrics
@@ -88,7 +85,8 @@ public struct ServiceConfiguration: Sendable {
 /// Every endpoint but the probes wants `Authorization: Bearer <token>`.
 public final class HeraldService: Sendable {
     public let configuration: ServiceConfiguration
-    public let intake: ServiceIntake
+    /// Where accepted requests wait and ids are answered from: in memory, or a database queue.
+    public let intake: any NotificationIntake
     public let outcomes: OutcomeIndex
     public let registry: PrometheusCollectorRegistry
     let pipeline: Pipeline
@@ -104,54 +102,39 @@ public final class HeraldService: Sendable {
     let transportTotals = Mutex<[String: Int]>([:])
     /// Posts dead tokens and failures to the caller (`outcomes.webhook`).
     public let webhook: OutcomeWebhook?
-    /// With a PostgreSQL queue: accepted requests become its rows (`QueueIntake`), and this
-    /// service's pipeline is one of its workers (its outcomes written back by `queueWriter`).
-    let queueIntake: QueueIntake?
-    let queueWriter: QueueOutcomeWriter?
-    /// `Idempotency-Key`s without the queue (with it, the queue's database keeps them).
-    let idempotency: IdempotencyKeys
 
-    /// `makePipeline` builds the pipeline from the source (the in-memory
-    /// intake's, or with `queue` a worker's on it), the ledger and the
-    /// service's metrics factory (for the pipeline's own metrics).
+    /// `intake`: where accepted requests wait (`nil`: in memory, bounded by
+    /// `queueCapacity`, outcomes kept for `GET` by the ``OutcomeIndex``); with a
+    /// queue's (`HeraldPostgres.PostgresIntake`) requests become its rows and
+    /// this service's pipeline is one of its workers. `makePipeline` builds the
+    /// pipeline from the intake's source, the ledger and the service's metrics
+    /// factory (for the pipeline's own metrics).
     public init(
-        configuration: ServiceConfiguration, logger: Logger, observers: [any OutcomeObserver] = [], queue: PostgresQueue? = nil,
+        configuration: ServiceConfiguration, logger: Logger, observers: [any OutcomeObserver] = [], intake given: (any NotificationIntake)? = nil,
         makePipeline: (any NotificationSource, OutcomeLedger, any MetricsFactory) throws -> Pipeline
     ) rethrows {
         self.configuration = configuration
         self.logger = logger
         registry = PrometheusCollectorRegistry()
         let factory = PrometheusMetricsFactory(registry: registry)
-        intake = ServiceIntake(capacity: configuration.queueCapacity)
-        idempotency = IdempotencyKeys(window: configuration.idempotencyWindow, capacity: configuration.idempotencyKeys)
-        // With the queue, GET reads the table: the index only counts (it keeps no records).
-        outcomes = OutcomeIndex(capacity: queue == nil ? configuration.keepOutcomes : 0, metrics: factory)
-        // With the queue, this service is one of its workers; the webhook names notifications by their rows.
-        let problems: @Sendable (String) -> Void = { [logger] problem in logger.error("\(problem)") }
-        let worker: (source: PostgresQueueSource, writer: QueueOutcomeWriter)? = queue.map { $0.worker(drain: false, onProblem: problems) }
-        let writer = worker?.writer
-        var rowOf: (@Sendable (UInt64) -> UInt64?)?
-        if let writer { rowOf = { sequence in writer.rowID(of: sequence).map { UInt64(clamping: $0) } } }
-        let mapping = rowOf
-        webhook = configuration.webhook.map { OutcomeWebhook(configuration: $0, logger: logger, metrics: factory, notificationID: mapping) }
-        // The queue's writer comes last: observers before it can still map sequence numbers to rows.
-        ledger = OutcomeLedger(observers: [outcomes] + observers + (webhook.map { [$0] } ?? []) + (writer.map { [$0] } ?? []))
+        // With an intake of its own (a queue), GET reads it: the index only counts (it keeps no records).
+        outcomes = OutcomeIndex(capacity: given == nil ? configuration.keepOutcomes : 0, metrics: factory)
+        let intake = given ?? MemoryIntake(configuration: configuration, outcomes: outcomes)
+        self.intake = intake
+        // The webhook names notifications as the API does (a queue's by their rows).
+        webhook = configuration.webhook.map {
+            OutcomeWebhook(configuration: $0, logger: logger, metrics: factory, notificationID: { intake.notificationID(ofSequence: $0) })
+        }
+        // The intake's observers come last: observers before them can still map sequence numbers to ids.
+        ledger = OutcomeLedger(observers: [outcomes] + observers + (webhook.map { [$0] } ?? []) + intake.observers)
         metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
-        if let queue, let worker {
-            queueIntake = QueueIntake(queue: queue, capacity: configuration.queueCapacity)
-            queueWriter = worker.writer
-            pipeline = try makePipeline(worker.source, ledger, factory)
-        } else {
-            queueIntake = nil
-            queueWriter = nil
-            pipeline = try makePipeline(IntakeSource(intake: intake), ledger, factory)
-        }
+        pipeline = try makePipeline(intake.source, ledger, factory)
     }
 
     /// Whether new requests are refused (shutting down).
-    var intakeClosed: Bool { queueIntake?.isClosed ?? intake.isClosed }
+    var intakeClosed: Bool { intake.isClosed }
 
     /// Runs until SIGTERM or SIGINT (then: intake closed, pipeline drained,
     /// every outcome recorded) or a second signal (then: what is left fails).
@@ -210,7 +193,7 @@ public final class HeraldService: Sendable {
             let s = service
             s.running.store(true, ordering: .relaxed)
             defer { s.running.store(false, ordering: .relaxed) }
-            s.queueWriter?.start()
+            s.intake.pipelineStarting()
             await withTaskCancellationHandler {
                 await withGracefulShutdownHandler {
                     do { _ = try await s.pipeline.run() } catch { s.logger.error("pipeline stopped: \(error)") }
@@ -222,11 +205,10 @@ public final class HeraldService: Sendable {
                 s.closeIntake()
                 s.abandon()
             }
-            if let writer = s.queueWriter {
-                let report = await writer.finish()
-                s.logger.info("queue: \(report.written) outcomes written back, \(report.notWritten) not written, \(report.leaseLost) taken over by another worker")
-            }
-            s.recordUnsent()
+            // What was taken but never reached the pipeline ends failed; what the intake owes is finished.
+            let why = s.abandoned.load(ordering: .relaxed)
+                ? OutcomeReason(.abandoned, HeraldService.abandonReason) : OutcomeReason(.unspecified, "the service stopped before sending it")
+            if let line = await s.intake.pipelineStopped(ledger: s.ledger, reason: why) { s.logger.notice("\(line)") }
         }
     }
 
@@ -239,28 +221,9 @@ public final class HeraldService: Sendable {
         pipeline.abandon(Self.abandonReason)
     }
 
-    /// No more requests. With the PostgreSQL queue the worker also stops
-    /// claiming rows (what it holds drains; the rest stays queued for other workers).
-    func closeIntake() {
-        intake.close()
-        if let q = queueIntake {
-            q.close()
-            pipeline.shutdown()
-        }
-    }
-
-    /// Requests still queued when the pipeline stopped (abandoned): each ends `failed`.
-    func recordUnsent() {
-        let left = intake.drain()
-        guard !left.isEmpty else { return }
-        let why = abandoned.load(ordering: .relaxed)
-            ? OutcomeReason(.abandoned, Self.abandonReason) : OutcomeReason(.unspecified, "the service stopped before sending it")
-        ledger.enter(left.map(\.0), count: left.count)
-        ledger.record(left.map { id, r in
-            OutcomeRecord(sequence: id, line: nil, id: r.id, token: r.token, outcome: .failed(why))
-        })
-        logger.warning("\(left.count) queued requests were never sent; they are recorded as failed")
-    }
+    /// No more requests (a queue's worker also stops claiming rows: what it
+    /// holds drains, the rest stays queued for other workers).
+    func closeIntake() { intake.close() }
 
     // MARK: - Routes
 
@@ -271,31 +234,24 @@ public final class HeraldService: Sendable {
     func addRoutes(to router: Router<BasicRequestContext>) {
         router.add(middleware: MethodGuard())
         // HEAD wherever GET is (RFC 9110, 9.3.2): the same handler; MethodGuard drops the body.
-        func getAndHead(_ path: RouterPath, _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response) {
-            router.get(path, use: handler)
-            router.on(path, method: .head, use: handler)
+        func getAndHead(
+            _ routes: some RouterMethods<BasicRequestContext>, _ path: RouterPath,
+            _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response
+        ) {
+            routes.get(path, use: handler)
+            routes.on(path, method: .head, use: handler)
         }
-        getAndHead("/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
-        getAndHead("/openapi.yaml") { _, _ in
+        // The probes and the API's description answer anyone.
+        getAndHead(router, "/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
+        getAndHead(router, "/openapi.yaml") { _, _ in
             guard let document = Self.openAPIDocument else { return Self.json(.notFound, #"{"error":"the OpenAPI document is not installed"}"#) }
             return Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
         }
-        getAndHead("/readyz") { _, _ in
-            guard self.running.load(ordering: .relaxed) && !self.intakeClosed else {
-                return Self.json(.serviceUnavailable, #"{"status":"not ready","reason":"the pipeline is not running (starting or shutting down)"}"#)
-            }
-            if let reporting = self.pipeline.transport as? any TransportHealthReporting, case .unavailable(let why) = reporting.health {
-                var w = JSONWriter(capacity: 96 + why.utf8.count)
-                w.raw(#"{"status":"not ready","reason":"#)
-                w.string("the transport cannot deliver: \(why)")
-                w.raw("}")
-                return Self.json(.serviceUnavailable, w.bytes)
-            }
-            return Self.json(.ok, #"{"status":"ready"}"#)
-        }
-        getAndHead("/metrics") { request, _ in
-            if let denied = self.authenticate(request) { return denied }
-            self.queueDepth.record(await self.queueIntake?.depth() ?? self.intake.depth)
+        getAndHead(router, "/readyz") { _, _ in self.readiness() }
+        // The rest wants a bearer token.
+        let authenticated = router.group().add(middleware: BearerAuthentication(tokens: configuration.apiTokens))
+        getAndHead(authenticated, "/metrics") { _, _ in
+            self.queueDepth.record(await self.intake.depth())
             await self.exportTransportCounters()
             var out: [UInt8] = []
             self.registry.emit(into: &out)
@@ -303,53 +259,67 @@ public final class HeraldService: Sendable {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(bytes: out)))
         }
-        router.post("/v1/notifications") { request, _ in try await self.post(request) }
-        getAndHead("/v1/notifications/:notification") { request, context in
-            if let denied = self.authenticate(request) { return denied }
+        authenticated.post("/v1/notifications") { request, _ in try await self.post(request) }
+        getAndHead(authenticated, "/v1/notifications/:notification") { _, context in
             guard let text = context.parameters.get("notification"), let id = UInt64(text) else {
                 return Self.json(.badRequest, #"{"error":"the id is a notification number"}"#)
             }
-            if let q = self.queueIntake {
-                let (status, body) = await q.answer(id)
-                return Self.json(status, body)
-            }
-            switch self.outcomes.lookup(id, issued: self.intake.issued) {
-            case .decided(let r):
-                var w = JSONWriter(capacity: 200)
-                w.raw("{\"notification\":")
-                w.int(Int(id))
-                w.raw(",\"state\":\"decided\",\"outcome\":")
-                w.bytes += OutcomeWriter.line(r)
-                w.raw("}")
-                return Self.json(.ok, w.bytes)
-            case .pending: return Self.json(.ok, "{\"notification\":\(id),\"state\":\"pending\"}")
-            case .forgotten: return Self.json(.notFound, "{\"notification\":\(id),\"error\":\"expired: its outcome is no longer kept\"}")
-            case .unknown: return Self.json(.notFound, "{\"notification\":\(id),\"error\":\"no such notification\"}")
-            }
+            let (status, body) = Self.answer(id, await self.intake.state(of: id))
+            return Self.json(status, body, retryAfter: status == .serviceUnavailable)
         }
+    }
+
+    /// `GET /readyz`: ready while the pipeline runs, the intake is open and the transport can deliver.
+    func readiness() -> Response {
+        guard running.load(ordering: .relaxed) && !intakeClosed else {
+            return Self.json(.serviceUnavailable, #"{"status":"not ready","reason":"the pipeline is not running (starting or shutting down)"}"#)
+        }
+        if let reporting = pipeline.transport as? any TransportHealthReporting, case .unavailable(let why) = reporting.health {
+            var w = JSONWriter(capacity: 96 + why.utf8.count)
+            w.raw(#"{"status":"not ready","reason":"#)
+            w.string("the transport cannot deliver: \(why)")
+            w.raw("}")
+            return Self.json(.serviceUnavailable, w.bytes)
+        }
+        return Self.json(.ok, #"{"status":"ready"}"#)
+    }
+
+    /// `GET /v1/notifications/{id}`'s answer, one shape whatever the intake:
+    /// `{"notification":17,"state":"decided","outcome":{…the outcome line…}}`,
+    /// `"state":"pending"`, or 404 / 503 with an `error`.
+    static func answer(_ id: UInt64, _ state: NotificationState) -> (status: HTTPResponse.Status, body: [UInt8]) {
+        var w = JSONWriter(capacity: 200)
+        w.raw("{\"notification\":")
+        w.int(Int(clamping: id))
+        let status: HTTPResponse.Status
+        switch state {
+        case .decided(let record, let possibleDuplicate):
+            w.raw(",\"state\":\"decided\",\"outcome\":")
+            record.writeJSON(to: &w, possibleDuplicate: possibleDuplicate)
+            status = .ok
+        case .pending:
+            w.raw(",\"state\":\"pending\"")
+            status = .ok
+        case .forgotten:
+            w.raw(",\"error\":\"expired: its outcome is no longer kept\"")
+            status = .notFound
+        case .unknown:
+            w.raw(",\"error\":\"no such notification\"")
+            status = .notFound
+        case .unavailable(let why):
+            w.raw(",\"error\":")
+            w.string(why)
+            status = .serviceUnavailable
+        }
+        w.raw("}")
+        return (status, w.bytes)
     }
 
     /// The transport's own counters (connections, handshakes, resends…), as
     /// `herald_transport_<name>_total` counters, brought up to date at each scrape.
     func exportTransportCounters() async {
         var now: [String: Int] = [:]
-        let transport = pipeline.transport
-        if let reporting = transport as? any DeliveryReporting {
-            let d = await reporting.deliveryStatistics
-            now = [
-                "connections": d.connections, "handshakes": d.handshakes, "connect_failures": d.connectFailures,
-                "error_responses": d.errorResponses, "shutdowns": d.shutdowns, "silent_closes": d.silentCloses, "stalls": d.stalls,
-                "resent": d.resent, "possible_duplicates": d.resentAfterSilentClose,
-            ]
-        } else if let http2 = transport as? HTTP2Transport {
-            let s = http2.statistics
-            now = [
-                "connections": s.delivery.connections, "handshakes": s.handshakes, "connect_failures": s.delivery.connectFailures,
-                "streams": s.delivery.streams, "goaways": s.delivery.goAways, "timeouts": s.delivery.timeouts, "retried": s.delivery.retried,
-                "resent": s.delivery.resentUnanswered + s.delivery.resentUnprocessed, "possible_duplicates": s.delivery.resentUnanswered,
-                "provider_tokens_signed": s.tokensSigned,
-            ]
-        }
+        for (name, value) in await (pipeline.transport as? any TransportReporting)?.counters ?? [] { now[name] = value }
         let deltas = transportTotals.withLock { last -> [(String, Int)] in
             defer { last = now }
             return now.map { ($0.key, $0.value - (last[$0.key] ?? 0)) }
@@ -360,35 +330,5 @@ public final class HeraldService: Sendable {
             let counter = MetricsCounter(label: "herald_transport_\(name)_total", factory: metricsFactory)
             if delta > 0 { counter.increment(by: delta) }
         }
-    }
-
-    /// `nil` when the request carries an accepted bearer token; else the 401 to answer.
-    func authenticate(_ request: Request) -> Response? {
-        if let given = Self.bearerToken(request.headers[.authorization]) {
-            var ok = false
-            for token in configuration.apiTokens where Self.constantTimeEqual(given, Array(token.utf8)) { ok = true }
-            if ok { return nil }
-        }
-        return Response(
-            status: .unauthorized, headers: [.contentType: "application/json", .wwwAuthenticate: "Bearer"],
-            body: .init(byteBuffer: ByteBuffer(string: #"{"error":"a bearer token is required"}"#)))
-    }
-
-    /// The credentials of an `Authorization` header with the Bearer scheme: the scheme
-    /// compared without regard to case and followed by one or more spaces (RFC 9110, 11.4).
-    static func bearerToken(_ header: String?) -> [UInt8]? {
-        guard let header else { return nil }
-        let bytes = Array(header.utf8)
-        guard bytes.count > 7, String(decoding: bytes[0..<6], as: UTF8.self).lowercased() == "bearer", bytes[6] == 0x20 else { return nil }
-        let token = bytes[7...].drop { $0 == 0x20 }
-        return token.isEmpty ? nil : Array(token)
-    }
-
-    /// Compares every byte whatever the first difference (the length is not secret).
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var d: UInt8 = 0
-        for i in 0..<a.count { d |= a[i] ^ b[i] }
-        return d == 0
     }
 }

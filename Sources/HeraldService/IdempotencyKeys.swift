@@ -1,5 +1,6 @@
 import Crypto
 import DequeModule
+import HeraldCore
 import HeraldJSON
 import Synchronization
 
@@ -7,10 +8,7 @@ import Synchronization
 /// 255 visible ASCII characters, bare as most clients send it; in double
 /// quotes, as the IETF draft writes it, the key is what is inside) and the
 /// body's SHA-256, which a retry must match.
-struct IdempotencyKey: Sendable, Hashable {
-    let key: String
-    let fingerprint: String
-
+extension IdempotencyKey {
     /// `nil` without the header; throws (the 400's text) for a key that is not one.
     init?(header: String?, body: [UInt8]) throws(IdempotencyKeyError) {
         guard var value = header else { return nil }
@@ -18,8 +16,7 @@ struct IdempotencyKey: Sendable, Hashable {
             throw IdempotencyKeyError()
         }
         if value.utf8.count >= 3, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
-        key = value
-        fingerprint = SHA256.hash(data: body).withUnsafeBytes { Hex.string($0) }
+        self.init(key: value, fingerprint: SHA256.hash(data: body).withUnsafeBytes { Hex.string($0) })
     }
 }
 

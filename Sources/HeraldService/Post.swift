@@ -15,7 +15,6 @@ extension HTTPField.Name {
 /// is queued twice.
 extension HeraldService {
     func post(_ request: Request) async throws -> Response {
-        if let denied = authenticate(request) { return denied }
         if intakeClosed { return Self.shuttingDown }
         var request = request
         let body: ByteBuffer
@@ -30,50 +29,25 @@ extension HeraldService {
         do { key = try IdempotencyKey(header: request.headers[.idempotencyKey], body: bytes) } catch let e {
             return Self.json(.badRequest, errorBody(e.description))
         }
-        let parsed = RequestBatch.parse(bytes, keepingText: queueIntake != nil)
+        let parsed = RequestBatch.parse(bytes, keepingText: intake.keepsText)
         if parsed.requests.isEmpty {
             return Self.json(.badRequest, parsed.report(ids: nil, error: parsed.refusal))
         }
-        if let q = queueIntake { return await post(parsed, key: key, to: q) }
-
-        if let key {
-            switch idempotency.begin(key, now: .now) {
-            case .new: break
-            case .replay(let ids) where ids.count == parsed.requests.count:
-                return Self.replayed(parsed.report(ids: ids))
-            case .replay, .conflict:
-                return Self.keyConflict(key)
-            case .inProgress:
-                return Self.json(.conflict, errorBody("a request with this Idempotency-Key is still being answered: retry in a moment"), retryAfter: true)
-            }
-        }
-        let result = intake.submit(parsed.requests.map(\.request))
-        if let key {
-            if case .success(let ids) = result { idempotency.finish(key, ids: ids) } else { idempotency.release(key) }
-        }
-        switch result {
-        case .success(let ids):
+        let batch = IntakeBatch(requests: parsed.requests.map(\.request), texts: parsed.texts)
+        switch await intake.submit(batch, key: key) {
+        case .accepted(let ids, let replayed):
+            if replayed { return Self.replayed(parsed.report { Int(clamping: ids[$0]) }) }
             requestsIn.increment(by: parsed.requests.count)
-            return Self.json(.accepted, parsed.report(ids: ids))
-        case .failure(let refusal):
+            return Self.json(.accepted, parsed.report { Int(clamping: ids[$0]) })
+        case .refused(let refusal):
             return Self.refused(refusal, count: parsed.requests.count)
-        }
-    }
-
-    func post(_ parsed: RequestBatch, key: IdempotencyKey?, to q: QueueIntake) async -> Response {
-        switch await q.submit(parsed.texts, key: key, window: configuration.idempotencyWindow) {
-        case .success(let ids, let replayed):
-            guard ids.count == parsed.requests.count else { return Self.keyConflict(key) }
-            if replayed { return Self.replayed(parsed.report { Int(ids[$0]) }) }
-            requestsIn.increment(by: parsed.requests.count)
-            return Self.json(.accepted, parsed.report { Int(ids[$0]) })
-        case .failure(.intake(let refusal)):
-            return Self.refused(refusal, count: parsed.requests.count)
-        case .failure(.keyConflict):
+        case .keyConflict:
             return Self.keyConflict(key)
-        case .failure(.database(let e)):
-            logger.error("\(e)")
-            return Self.json(.serviceUnavailable, errorBody("the queue's database did not take the batch (nothing of it was queued): \(e)"), retryAfter: true)
+        case .keyInProgress:
+            return Self.json(.conflict, errorBody("a request with this Idempotency-Key is still being answered: retry in a moment"), retryAfter: true)
+        case .unavailable(let why):
+            logger.error("\(why)")
+            return Self.json(.serviceUnavailable, errorBody(why), retryAfter: true)
         }
     }
 

@@ -2,17 +2,6 @@ import DequeModule
 import HeraldCore
 import Synchronization
 
-/// Why the intake refused a batch: the caller answers 413, 429 or 503.
-public enum IntakeRefusal: Error, Sendable, Hashable {
-    /// The batch holds more requests than the queue can ever hold (its
-    /// capacity): retrying cannot help, the batch must be split.
-    case tooLarge(capacity: Int)
-    /// The queue cannot take the whole batch now: retry later.
-    case full
-    /// The service is shutting down: no new requests.
-    case closed
-}
-
 /// The bounded queue between the HTTP API and the pipeline. A batch is taken
 /// whole or refused whole (``IntakeRefusal``), so every request either got an
 /// id or a refusal. Ids are consecutive from 0 and equal the pipeline's

@@ -167,6 +167,6 @@ public actor SimulatorTransport: Transport {
     }
 }
 
-extension SimulatorTransport: DeliveryReporting {
-    public var deliveryStatistics: DeliveryStatistics { statistics }
+extension SimulatorTransport: TransportReporting {
+    public var counters: [(name: String, value: Int)] { statistics.counters }
 }

@@ -157,9 +157,9 @@ struct Send: AsyncParsableCommand {
         let settled = await settle?()
         let elapsed = clock.now - start
         let snapshot = ledger.snapshot
-        let delivery = await (transport as? any DeliveryReporting)?.deliveryStatistics
+        let counters = await (transport as? any TransportReporting)?.counters
         let (written, lost) = writer.counts
-        printSummary(snapshot, elapsed: elapsed, delivery: delivery, outcomesWritten: written, outcomesLost: lost, extra: settled?.fields)
+        printSummary(snapshot, elapsed: elapsed, counters: counters, outcomesWritten: written, outcomesLost: lost, extra: settled?.fields)
         if let failure {
             if case PipelineError.sourceFailed(let e, _) = failure, snapshot.entered == 0 {
                 throw SetupError("cannot read \(input): \(e)")
@@ -180,12 +180,13 @@ struct Send: AsyncParsableCommand {
     /// Exit status when outcomes could not be written (takes precedence).
     static let outcomesNotWritten: Int32 = 4
 
-    /// One JSON line on standard error; with a binary-interface transport, what
-    /// its connections did, including `possible_duplicates`: notifications
-    /// written again after a connection closed with no answer, the only ones a
-    /// device may have received twice.
+    /// One JSON line on standard error; with a transport that counts
+    /// (``TransportReporting``), what its connections did, including
+    /// `possible_duplicates`: notifications sent again after their answer was
+    /// lost (a connection closed with no answer), the only ones a device may
+    /// have received twice.
     static func printSummary(
-        _ s: LedgerSnapshot, elapsed: Duration, delivery: DeliveryStatistics?, outcomesWritten: Int, outcomesLost: Int, extra: JSONLine? = nil
+        _ s: LedgerSnapshot, elapsed: Duration, counters: [(name: String, value: Int)]?, outcomesWritten: Int, outcomesLost: Int, extra: JSONLine? = nil
     ) {
         let seconds = elapsed.inSeconds
         var fields = JSONLine()
@@ -196,14 +197,7 @@ struct Send: AsyncParsableCommand {
         fields.add("rate_per_s", seconds > 0 ? Double(s.entered) / seconds : 0, places: 1)
         fields.add("outcomes_written", outcomesWritten)
         if outcomesLost > 0 { fields.add("outcomes_not_written", outcomesLost) }
-        if let d = delivery {
-            fields.add("connections", d.connections)
-            fields.add("error_responses", d.errorResponses)
-            fields.add("silent_closes", d.silentCloses)
-            fields.add("stalls", d.stalls)
-            fields.add("resent", d.resent)
-            fields.add("possible_duplicates", d.resentAfterSilentClose)
-        }
+        for (name, value) in counters ?? [] { fields.add(name, value) }
         if let extra { fields.add("queue", extra) }
         var line = JSONLine()
         line.add("summary", fields)

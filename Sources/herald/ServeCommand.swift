@@ -62,7 +62,13 @@ struct ServeCommand: AsyncParsableCommand {
                 ? try OutcomeWriter(path: configuration.outcomes) { error in
                     writeToStandardError("herald: cannot write outcomes: \(error)\n")
                 } : nil
-            service = try HeraldService(configuration: serve, logger: logger, observers: writer.map { [$0] } ?? [], queue: queue) { source, ledger, metrics in
+            // With the queue, accepted requests become its rows and this service's pipeline is one of its workers.
+            let intake = queue.map { queue in
+                PostgresIntake(queue: queue, capacity: serve.queueCapacity, idempotencyWindow: serve.idempotencyWindow) { [logger] problem in
+                    logger.error("\(problem)")
+                }
+            }
+            service = try HeraldService(configuration: serve, logger: logger, observers: writer.map { [$0] } ?? [], intake: intake) { source, ledger, metrics in
                 try assembly.makePipeline(source: source, ledger: ledger, metrics: metrics)
             }
         } catch {

@@ -111,8 +111,13 @@ public struct DeliveryStatistics: Sendable, Hashable {
     }
 }
 
-/// A transport that delivers through ``DeliveryMachine``s and can say what they did.
-public protocol DeliveryReporting: Sendable {
-    /// The machines' counters, summed.
-    var deliveryStatistics: DeliveryStatistics { get async }
+extension DeliveryStatistics {
+    /// The counters a binary-interface transport reports (``TransportReporting``).
+    public var counters: [(name: String, value: Int)] {
+        [
+            ("connections", connections), ("handshakes", handshakes), ("connect_failures", connectFailures),
+            ("error_responses", errorResponses), ("shutdowns", shutdowns), ("silent_closes", silentCloses), ("stalls", stalls),
+            ("resent", resent), ("possible_duplicates", resentAfterSilentClose),
+        ]
+    }
 }

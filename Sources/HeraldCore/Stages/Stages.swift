@@ -94,6 +94,19 @@ public protocol TransportHealthReporting: Sendable {
     var health: TransportHealth { get }
 }
 
+/// A transport that counts what its connections did: every transport's
+/// counters in one shape, for `herald send`'s summary and `herald serve`'s
+/// `/metrics` (as `herald_transport_<name>_total`), with no downcast to a
+/// transport's own type. Names are snake_case; every name a transport has is
+/// listed from the start, at 0 until it counts something. Names shared by
+/// transports mean the same: `connections`, `handshakes`, `connect_failures`,
+/// `resent`, and `possible_duplicates` (notifications sent again after an
+/// answer was lost: the only ones a device may have received twice).
+public protocol TransportReporting: Sendable {
+    /// Totals since the transport started, in a fixed order.
+    var counters: [(name: String, value: Int)] { get async }
+}
+
 extension Transport {
     /// Transports that never wait for long need do nothing.
     public func shutdownRequested() {}

@@ -83,3 +83,15 @@ public struct HTTP2Statistics: Sendable, Hashable {
 
     public init() {}
 }
+
+extension HTTP2Statistics {
+    /// The counters an HTTP/2 transport reports (``TransportReporting``); `handshakes`
+    /// (TLS) and `provider_tokens_signed` are the transport's own, before and after these.
+    public var counters: [(name: String, value: Int)] {
+        [
+            ("connections", connections), ("connect_failures", connectFailures), ("streams", streams), ("goaways", goAways),
+            ("timeouts", timeouts), ("retried", retried), ("resent", resentUnanswered + resentUnprocessed),
+            ("possible_duplicates", resentUnanswered),
+        ]
+    }
+}

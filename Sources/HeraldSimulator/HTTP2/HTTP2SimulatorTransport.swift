@@ -12,7 +12,7 @@ import HeraldHTTP2
 /// deadline (a backoff, a request timeout), the clock jumps to it.
 ///
 /// Every envelope handed to ``send(_:outcomes:)`` is recorded before it returns.
-public actor HTTP2SimulatorTransport: Transport, WireDescribing {
+public actor HTTP2SimulatorTransport: Transport, TransportReporting, WireDescribing {
     public nonisolated var wire: TransportWire { .http2 }
 
     enum Event {
@@ -58,6 +58,7 @@ public actor HTTP2SimulatorTransport: Transport, WireDescribing {
 
     /// What the delivery machine did.
     public var statistics: HTTP2Statistics { machine.statistics }
+    public var counters: [(name: String, value: Int)] { machine.statistics.counters }
     /// How many provider tokens were signed.
     public var tokensSigned: Int { machine.tokens?.signed ?? 0 }
 

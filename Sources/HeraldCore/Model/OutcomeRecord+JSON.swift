@@ -1,0 +1,39 @@
+import HeraldJSON
+
+/// The one encoder of an outcome as JSON: the outcome lines `herald send`
+/// writes, the webhook's records, `herald serve`'s `GET` answers.
+extension OutcomeRecord {
+    /// This record's JSON object (no newline).
+    public var jsonLine: [UInt8] {
+        var w = JSONWriter(capacity: 160)
+        writeJSON(to: &w)
+        return w.bytes
+    }
+
+    /// Appends this record's JSON object to `w`: `id`, `line` and `token` (in
+    /// hex) when known, `outcome` with its `status` and `reason` (and `code`),
+    /// HTTP/2's identifiers; `possibleDuplicate` when it may have been sent twice.
+    public func writeJSON(to w: inout JSONWriter, possibleDuplicate: Bool = false) {
+        w.byte(UInt8(ascii: "{"))
+        if let id { w.key("id"); w.int(Int(id)); w.byte(UInt8(ascii: ",")) }
+        if let line { w.key("line"); w.int(line); w.byte(UInt8(ascii: ",")) }
+        if let token { w.key("token"); w.string(token.hex); w.byte(UInt8(ascii: ",")) }
+        w.key("outcome")
+        w.string(outcome.kind.rawValue)
+        switch outcome {
+        case .rejected(let s):
+            w.raw(",\"status\":"); w.int(s.rawValue)
+            w.raw(",\"reason\":"); w.string(s.description)
+        case .dropped(let reason), .failed(let reason):
+            w.raw(",\"reason\":"); w.string(reason.message)
+            if reason.code != .unspecified { w.raw(",\"code\":"); w.string(reason.code.name) }
+        case .accepted, .suppressed: break
+        }
+        if let a = apnsID { w.raw(",\"apnsId\":"); w.string(a) }
+        if let u = apnsUniqueID { w.raw(",\"apnsUniqueId\":"); w.string(u) }
+        if let c = apnsChannelID { w.raw(",\"channelId\":"); w.string(c) }
+        if let t = apnsUnregisteredAt { w.raw(",\"timestamp\":"); w.int(Int(t)) }
+        if possibleDuplicate { w.raw(",\"possibleDuplicate\":true") }
+        w.byte(UInt8(ascii: "}"))
+    }
+}

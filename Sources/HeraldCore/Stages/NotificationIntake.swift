@@ -1,0 +1,106 @@
+/// Where a long-running service's accepted requests wait for its pipeline,
+/// and where their ids are answered from: `herald serve` writes its HTTP
+/// routes once over `any NotificationIntake`, whether requests are held in
+/// memory (the default) or become rows of a database queue that outlive the
+/// process (`HeraldPostgres.PostgresIntake`).
+///
+/// A batch is taken whole or refused whole (``IntakeAnswer``): every request
+/// either has an id or a refusal. The intake is also the service pipeline's
+/// ``source``, and may add observers of its own (a queue writes outcomes back
+/// to its rows).
+public protocol NotificationIntake: Sendable {
+    /// Takes `batch` whole, or refuses it whole. With `key`, a batch already
+    /// taken under that key with the same fingerprint gets its first ids again
+    /// (`replayed`), and nothing is queued twice.
+    func submit(_ batch: IntakeBatch, key: IdempotencyKey?) async -> IntakeAnswer
+    /// What became of notification `id`.
+    func state(of id: UInt64) async -> NotificationState
+    /// Requests waiting for a pipeline (may be counted a moment ago).
+    func depth() async -> Int
+    /// No more requests; what was taken still goes through (a queue's rows stay for other workers).
+    func close()
+    var isClosed: Bool { get }
+    /// Whether ``submit(_:key:)`` wants each request's JSON text (``IntakeBatch/texts``), as a queue that stores it does.
+    var keepsText: Bool { get }
+
+    /// The pipeline's source: what was taken, in order.
+    var source: any NotificationSource { get }
+    /// Observers the intake needs on the pipeline's ledger, after every other (a queue's outcome writer).
+    var observers: [any OutcomeObserver] { get }
+    /// The id a caller knows the notification by, from the pipeline's sequence number (`nil`: unknown).
+    func notificationID(ofSequence sequence: UInt64) -> UInt64?
+    /// Called as the pipeline starts.
+    func pipelineStarting()
+    /// Called once the pipeline has stopped: what was taken but never reached
+    /// the pipeline is recorded into `ledger` as failed with `reason`; what the
+    /// intake still owes (outcomes not yet written back) is finished. Returns a
+    /// line for the log, if any.
+    func pipelineStopped(ledger: OutcomeLedger, reason: OutcomeReason) async -> String?
+}
+
+extension NotificationIntake {
+    public var keepsText: Bool { false }
+    public var observers: [any OutcomeObserver] { [] }
+    public func notificationID(ofSequence sequence: UInt64) -> UInt64? { sequence }
+    public func pipelineStarting() {}
+}
+
+/// Requests for an intake, in order; with ``NotificationIntake/keepsText`` each with its JSON text.
+public struct IntakeBatch: Sendable {
+    public var requests: [NotificationRequest]
+    public var texts: [String]
+    public init(requests: [NotificationRequest], texts: [String] = []) {
+        self.requests = requests
+        self.texts = texts
+    }
+    public var count: Int { requests.count }
+}
+
+/// A retried batch's identity: the client's `Idempotency-Key` and a
+/// fingerprint of the batch's bytes, which a retry must match.
+public struct IdempotencyKey: Sendable, Hashable {
+    public let key: String
+    public let fingerprint: String
+    public init(key: String, fingerprint: String) {
+        self.key = key
+        self.fingerprint = fingerprint
+    }
+}
+
+/// Why an intake refused a batch: a caller answers 413, 429 or 503.
+public enum IntakeRefusal: Error, Sendable, Hashable {
+    /// The batch holds more requests than the queue can ever hold (its
+    /// capacity): retrying cannot help, the batch must be split.
+    case tooLarge(capacity: Int)
+    /// The queue cannot take the whole batch now: retry later.
+    case full
+    /// Shutting down: no new requests.
+    case closed
+}
+
+/// What an intake did with a batch.
+public enum IntakeAnswer: Sendable, Hashable {
+    /// Taken: an id per request, in order. `replayed`: taken before, under the same key.
+    case accepted(ids: [UInt64], replayed: Bool)
+    case refused(IntakeRefusal)
+    /// The key was used with another batch: nothing of this one was taken.
+    case keyConflict
+    /// The key's first batch is still being answered: retry in a moment.
+    case keyInProgress
+    /// The intake's storage did not answer: nothing of the batch was taken.
+    case unavailable(String)
+}
+
+/// What became of a notification, by its id.
+public enum NotificationState: Sendable, Hashable {
+    /// Its outcome. `possibleDuplicate`: sent more than once (a worker lost its lease mid-send).
+    case decided(OutcomeRecord, possibleDuplicate: Bool)
+    /// Taken, not decided yet.
+    case pending
+    /// Decided so long ago that its outcome is no longer kept.
+    case forgotten
+    /// No notification has this id.
+    case unknown
+    /// The intake's storage did not answer.
+    case unavailable(String)
+}

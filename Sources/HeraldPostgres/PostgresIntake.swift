@@ -1,0 +1,125 @@
+import HeraldCore
+import Synchronization
+
+/// A service's intake on the PostgreSQL queue (`herald serve` with a `queue`
+/// section): each accepted request becomes a row (its id is the row's), so it
+/// outlives this process; any worker (this service's own pipeline, or `herald
+/// work` elsewhere) sends it, and ``state(of:)`` reads the row.
+///
+/// The service's pipeline is one of the queue's workers: ``source`` claims
+/// rows, ``observers`` writes their outcomes back. ``close()`` stops the
+/// claiming: what this worker holds drains, the rest stays queued for others.
+public final class PostgresIntake: NotificationIntake {
+    public let queue: PostgresQueue
+    /// Queued rows past which a batch is refused `full` (counted at most once a second).
+    public let capacity: Int
+    let worker: (source: PostgresQueueSource, writer: QueueOutcomeWriter)
+    let closed = Atomic<Bool>(false)
+    let counted = Mutex<(count: Int, at: ContinuousClock.Instant)?>(nil)
+    let idempotencyWindow: Duration
+
+    /// `idempotencyWindow`: how long a key's batch is answered again; `onProblem` hears of a database away.
+    public init(queue: PostgresQueue, capacity: Int, idempotencyWindow: Duration, onProblem: @escaping @Sendable (String) -> Void) {
+        self.queue = queue
+        self.capacity = capacity
+        self.idempotencyWindow = idempotencyWindow
+        worker = queue.worker(drain: false, onProblem: onProblem)
+    }
+
+    public var source: any NotificationSource { worker.source }
+    public var observers: [any OutcomeObserver] { [worker.writer] }
+    public var keepsText: Bool { true }
+    public var isClosed: Bool { closed.load(ordering: .relaxed) }
+
+    public func close() {
+        closed.store(true, ordering: .relaxed)
+        worker.source.book.stopRequested.store(true, ordering: .releasing)
+    }
+
+    public func notificationID(ofSequence sequence: UInt64) -> UInt64? {
+        worker.writer.rowID(of: sequence).map { UInt64(clamping: $0) }
+    }
+
+    public func pipelineStarting() { worker.writer.start() }
+
+    public func pipelineStopped(ledger: OutcomeLedger, reason: OutcomeReason) async -> String? {
+        let report = await worker.writer.finish()
+        return "queue: \(report.written) outcomes written back, \(report.notWritten) not written, \(report.leaseLost) taken over by another worker"
+    }
+
+    /// Queued rows, as last counted (again when a second old).
+    public func depth() async -> Int {
+        if let c = counted.withLock({ $0 }), ContinuousClock.now - c.at < .seconds(1) { return c.count }
+        let n = (try? await queue.queuedCount()) ?? counted.withLock { $0?.count ?? 0 }
+        counted.withLock { $0 = (n, .now) }
+        return n
+    }
+
+    /// Rows for the batch's texts, in order. With `key`, the rows the key made
+    /// before (`replayed`), looked up before the capacity check so a retry is
+    /// answered even when the queue is full.
+    public func submit(_ batch: IntakeBatch, key: IdempotencyKey?) async -> IntakeAnswer {
+        if isClosed { return .refused(.closed) }
+        let texts = batch.texts
+        func accepted(_ ids: [Int64], replayed: Bool) -> IntakeAnswer {
+            // A key reused for a batch of another length is the same key with another body.
+            guard ids.count == texts.count else { return .keyConflict }
+            return .accepted(ids: ids.map { UInt64(clamping: $0) }, replayed: replayed)
+        }
+        do {
+            if let key {
+                switch try await queue.lookUp(idempotencyKey: key.key, fingerprint: key.fingerprint, window: idempotencyWindow) {
+                case .replayed(let ids)?: return accepted(ids, replayed: true)
+                case .conflict?: return .keyConflict
+                case .enqueued?, nil: break
+                }
+            }
+            if texts.count > capacity { return .refused(.tooLarge(capacity: capacity)) }
+            if await depth() + texts.count > capacity { return .refused(.full) }
+            let ids: [Int64]
+            if let key {
+                switch try await queue.enqueueReturningIDs(texts, idempotencyKey: key.key, fingerprint: key.fingerprint, window: idempotencyWindow) {
+                case .enqueued(let new): ids = new
+                case .replayed(let old): return accepted(old, replayed: true)
+                case .conflict: return .keyConflict
+                }
+            } else {
+                ids = try await queue.enqueueReturningIDs(texts)
+            }
+            counted.withLock { c in c = c.map { ($0.count + ids.count, $0.at) } }
+            return accepted(ids, replayed: false)
+        } catch {
+            return .unavailable("the queue's database did not take the batch (nothing of it was queued): \(error)")
+        }
+    }
+
+    /// Row `id`'s state: its outcome once a worker wrote it back.
+    public func state(of id: UInt64) async -> NotificationState {
+        let row: PostgresQueue.Row?
+        do { row = try await queue.row(Int64(clamping: id)) } catch { return .unavailable("\(error)") }
+        guard let row else { return .unknown }
+        guard row.state == "done", let outcome = row.outcome else { return .pending }
+        return .decided(row.record(outcome: outcome, id: id), possibleDuplicate: row.possibleDuplicate)
+    }
+}
+
+extension PostgresQueue.Row {
+    /// The outcome written back to this row, as the record it was written from
+    /// (its sequence number is the row's id; the request's own id and token are
+    /// in its text, not kept here).
+    func record(outcome kind: String, id: UInt64) -> OutcomeRecord {
+        let why = OutcomeReason(reasonCode.map { OutcomeReason.Code($0) } ?? .unspecified, reason ?? "")
+        let outcome: Outcome
+        switch kind {
+        case "accepted": outcome = .accepted
+        case "suppressed": outcome = .suppressed
+        case "rejected":
+            let s = status ?? 0
+            // A binary-interface status is a byte; an HTTP/2 answer's is its HTTP status, with APNs' reason.
+            outcome = .rejected(s < 256 && s >= 0 ? Status(rawValue: UInt8(s)) : Status(http: s, reason: reason))
+        case "dropped": outcome = .dropped(why)
+        default: outcome = .failed(why)
+        }
+        return OutcomeRecord(sequence: id, line: nil, id: nil, token: nil, outcome: outcome, apnsID: apnsID)
+    }
+}

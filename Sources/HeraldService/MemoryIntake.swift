@@ -1,0 +1,61 @@
+import HeraldCore
+
+/// `herald serve`'s intake without a queue: requests wait in memory
+/// (``ServiceIntake``, bounded), ids are the pipeline's sequence numbers,
+/// `Idempotency-Key`s are remembered for this process's life
+/// (``IdempotencyKeys``) and outcomes for `GET` are kept by the
+/// ``OutcomeIndex``. What is still queued when the pipeline stops is recorded
+/// failed.
+final class MemoryIntake: NotificationIntake {
+    let queue: ServiceIntake
+    let idempotency: IdempotencyKeys
+    let outcomes: OutcomeIndex
+    let source: any NotificationSource
+
+    init(configuration: ServiceConfiguration, outcomes: OutcomeIndex) {
+        queue = ServiceIntake(capacity: configuration.queueCapacity)
+        idempotency = IdempotencyKeys(window: configuration.idempotencyWindow, capacity: configuration.idempotencyKeys)
+        self.outcomes = outcomes
+        source = IntakeSource(intake: queue)
+    }
+
+    func submit(_ batch: IntakeBatch, key: IdempotencyKey?) async -> IntakeAnswer {
+        if let key {
+            switch idempotency.begin(key, now: .now) {
+            case .new: break
+            case .replay(let ids) where ids.count == batch.count: return .accepted(ids: Array(ids), replayed: true)
+            case .replay, .conflict: return .keyConflict
+            case .inProgress: return .keyInProgress
+            }
+        }
+        let result = queue.submit(batch.requests)
+        if let key {
+            if case .success(let ids) = result { idempotency.finish(key, ids: ids) } else { idempotency.release(key) }
+        }
+        switch result {
+        case .success(let ids): return .accepted(ids: Array(ids), replayed: false)
+        case .failure(let refusal): return .refused(refusal)
+        }
+    }
+
+    func state(of id: UInt64) async -> NotificationState {
+        switch outcomes.lookup(id, issued: queue.issued) {
+        case .decided(let r): return .decided(r, possibleDuplicate: false)
+        case .pending: return .pending
+        case .forgotten: return .forgotten
+        case .unknown: return .unknown
+        }
+    }
+
+    func depth() async -> Int { queue.depth }
+    func close() { queue.close() }
+    var isClosed: Bool { queue.isClosed }
+
+    func pipelineStopped(ledger: OutcomeLedger, reason: OutcomeReason) async -> String? {
+        let left = queue.drain()
+        guard !left.isEmpty else { return nil }
+        ledger.enter(left.map(\.0), count: left.count)
+        ledger.record(left.map { id, r in OutcomeRecord(sequence: id, line: nil, id: r.id, token: r.token, outcome: .failed(reason)) })
+        return "\(left.count) queued requests were never sent; they are recorded as failed"
+    }
+}
