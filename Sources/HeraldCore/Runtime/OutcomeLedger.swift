@@ -2,6 +2,16 @@ import Synchronization
 
 /// Receives outcome records as they are decided (to write them out, to feed
 /// the token store, to collect them in tests).
+///
+/// While a ``Pipeline`` runs, observers are called by a task of the ledger's
+/// own, in the order the records were decided, never on the thread that
+/// decided them (a transport's event loop): an observer that writes to a
+/// file or a database, or blocks for a while, holds up neither the
+/// connections nor the stages. Records not yet observed are bounded
+/// (``PipelineOptions/observerBacklog``): past the bound the pipeline waits
+/// before handing the next batch on, so a slow observer slows the source
+/// rather than growing memory. Outside a run (a transport driven by hand)
+/// observers are called inline, before `record` returns.
 public protocol OutcomeObserver: Sendable {
     func observe(_ records: [OutcomeRecord])
 }
@@ -20,18 +30,49 @@ public final class OutcomeLedger: Sendable {
         var violations: [String] = []
     }
 
+    struct Observers {
+        var list: [any OutcomeObserver]
+        /// While a pipeline runs: the relay that calls `list` off the recording thread.
+        var relay: ObserverRelay?
+    }
+
     let state = Mutex(State())
-    let observers: Mutex<[any OutcomeObserver]>
+    let observers: Mutex<Observers>
     public let tracksIdentity: Bool
 
     public init(tracksIdentity: Bool = true, observers: [any OutcomeObserver] = []) {
         self.tracksIdentity = tracksIdentity
-        self.observers = Mutex(observers)
+        self.observers = Mutex(Observers(list: observers))
     }
 
     /// Adds an observer for records decided from now on.
     public func addObserver(_ observer: any OutcomeObserver) {
-        observers.withLock { $0.append(observer) }
+        observers.withLock { $0.list.append(observer) }
+    }
+
+    var observerList: [any OutcomeObserver] { observers.withLock { $0.list } }
+
+    /// From now on observers are called by `relay`'s task, not by whoever records;
+    /// `nil` when a relay is active already (its run relays for both).
+    func startRelay(bound: Int) -> ObserverRelay? {
+        observers.withLock { o in
+            guard o.relay == nil else { return nil }
+            let relay = ObserverRelay(bound: bound)
+            o.relay = relay
+            return relay
+        }
+    }
+
+    /// Back to calling observers inline; what the relay holds is still delivered by its task.
+    func stopRelay(_ relay: ObserverRelay) {
+        observers.withLock { if $0.relay === relay { $0.relay = nil } }
+        relay.close()
+    }
+
+    /// Suspends while the records waiting for observers are over the relay's bound (backpressure).
+    func waitForObserverRoom() async {
+        guard let relay = observers.withLock({ $0.relay }) else { return }
+        await relay.waitForRoom()
     }
 
     /// Notes that these requests entered the pipeline.
@@ -54,7 +95,10 @@ public final class OutcomeLedger: Sendable {
                 }
             }
         }
-        for o in observers.withLock({ $0 }) { o.observe(records) }
+        let (list, relay) = observers.withLock { ($0.list, $0.relay) }
+        guard !list.isEmpty else { return }
+        if let relay, relay.push(records) { return }
+        for o in list { o.observe(records) }
     }
 
     /// Records that every envelope of `batch` ended with `outcome` (a
@@ -62,7 +106,7 @@ public final class OutcomeLedger: Sendable {
     /// built only when something reads them: an observer, or identity tracking.
     public func record(_ batch: [Envelope], as outcome: Outcome) {
         guard !batch.isEmpty else { return }
-        if !tracksIdentity && observers.withLock({ $0.isEmpty }) {
+        if !tracksIdentity && observers.withLock({ $0.list.isEmpty }) {
             state.withLock { $0.counts[Self.index(outcome.kind)] += UInt64(batch.count) }
         } else {
             record(batch.records(outcome))

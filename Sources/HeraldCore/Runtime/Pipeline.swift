@@ -31,9 +31,15 @@ public struct PipelineOptions: Sendable, Hashable {
     public var batchSize: Int = 256
     /// Batches each inter-stage buffer holds before the upstream stage waits.
     public var bufferedBatches: Int = 4
-    public init(batchSize: Int = 256, bufferedBatches: Int = 4) {
+    /// Outcomes decided and not yet seen by the ledger's observers (which a
+    /// task of their own calls, off the transport's event loop) before the
+    /// source and the transport wait for them: memory stays bounded whatever
+    /// an observer's pace.
+    public var observerBacklog: Int = 16_384
+    public init(batchSize: Int = 256, bufferedBatches: Int = 4, observerBacklog: Int = 16_384) {
         self.batchSize = batchSize
         self.bufferedBatches = bufferedBatches
+        self.observerBacklog = observerBacklog
     }
 }
 
@@ -133,6 +139,7 @@ actor TransportRunner {
 
     func run(input: BoundedChannel<[Envelope]>, ledger: OutcomeLedger, recycle: BatchPool) async {
         while let batch = await input.receive() {
+            await ledger.waitForObserverRoom()
             metrics?.handed(batch)
             let start = instruments == nil ? nil : ContinuousClock.now
             do {
@@ -221,6 +228,11 @@ public final class Pipeline: Sendable {
         let latency = metrics?.latency
         let pool = BatchPool(capacity: channels.count * max(1, options.bufferedBatches) + 2)
 
+        // Observers are called by a task of their own from here on, not on a stage's
+        // or the transport's thread (an event loop): see ``OutcomeObserver``.
+        let relay = ledger.startRelay(bound: options.observerBacklog)
+        let relaying = relay.map { relay in Task { await relay.run { ledger.observerList } } }
+
         // Runners are unstructured tasks on purpose: cancelling run() must not
         // cancel them, or in-flight requests would be lost instead of drained.
         var tasks: [Task<Void, Never>] = []
@@ -254,6 +266,11 @@ public final class Pipeline: Sendable {
             transport.shutdownRequested()
         }
         for t in tasks { await t.value }
+        // Every outcome is recorded: the observers see the last of them before run() returns.
+        if let relay {
+            ledger.stopRelay(relay)
+            await relaying?.value
+        }
 
         let snapshot = ledger.snapshot
         if let sourceError { throw PipelineError.sourceFailed(sourceError, snapshot) }

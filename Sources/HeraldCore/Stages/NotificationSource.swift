@@ -76,6 +76,8 @@ public final class SourceSink {
         swap(&batch, &pending)
         ledger.enter(batch.lazy.map(\.sequence), count: batch.count)
         latency?.entered(first: batch[0].sequence, count: batch.count)
+        // Outcomes the observers have not caught up with are bounded: a slow observer slows the source.
+        await ledger.waitForObserverRoom()
         // Consumed, so the first stage owns the batch alone and mutates it in place.
         await output.send(consume batch)
     }
