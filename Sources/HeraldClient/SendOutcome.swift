@@ -45,6 +45,9 @@ public struct SendOutcome: Sendable, Hashable, CustomStringConvertible {
         default: return false
         }
     }
+    /// Sent more than once (an earlier send's answer was lost): the device may
+    /// have received it twice. Only such notifications may be duplicates.
+    public var possibleDuplicate: Bool { record.possibleDuplicate }
     /// HTTP/2: the `apns-id` APNs answered with.
     public var apnsID: String? { record.apnsID }
     /// HTTP/2, a 410: since when the token is dead (milliseconds since 1970).

@@ -99,7 +99,7 @@ public final class PostgresIntake: NotificationIntake {
         do { row = try await queue.row(Int64(clamping: id)) } catch { return .unavailable("\(error)") }
         guard let row else { return .unknown }
         guard row.state == "done", let outcome = row.outcome else { return .pending }
-        return .decided(row.record(outcome: outcome, id: id), possibleDuplicate: row.possibleDuplicate)
+        return .decided(row.record(outcome: outcome, id: id))
     }
 }
 
@@ -120,6 +120,8 @@ extension PostgresQueue.Row {
         case "dropped": outcome = .dropped(why)
         default: outcome = .failed(why)
         }
-        return OutcomeRecord(sequence: id, line: nil, id: nil, token: nil, outcome: outcome, apnsID: apnsID)
+        var record = OutcomeRecord(sequence: id, line: nil, id: nil, token: nil, outcome: outcome, apnsID: apnsID)
+        record.possibleDuplicate = possibleDuplicate
+        return record
     }
 }

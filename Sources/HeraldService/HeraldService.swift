@@ -293,9 +293,9 @@ public final class HeraldService: Sendable {
         w.int(Int(clamping: id))
         let status: HTTPResponse.Status
         switch state {
-        case .decided(let record, let possibleDuplicate):
+        case .decided(let record):
             w.raw(",\"state\":\"decided\",\"outcome\":")
-            record.writeJSON(to: &w, possibleDuplicate: possibleDuplicate)
+            record.writeJSON(to: &w)
             status = .ok
         case .pending:
             w.raw(",\"state\":\"pending\"")

@@ -40,7 +40,7 @@ final class MemoryIntake: NotificationIntake {
 
     func state(of id: UInt64) async -> NotificationState {
         switch outcomes.lookup(id, issued: queue.issued) {
-        case .decided(let r): return .decided(r, possibleDuplicate: false)
+        case .decided(let r): return .decided(r)
         case .pending: return .pending
         case .forgotten: return .forgotten
         case .unknown: return .unknown

@@ -48,9 +48,12 @@ import Testing
                 #expect(r.outcomes[UInt64(i)] == .accepted, "seed \(seed): valid \(i) ended \(String(describing: r.outcomes[UInt64(i)]))")
                 #expect(times[i] >= 1, "seed \(seed): valid \(i) accepted but never delivered")
                 duplicates += max(0, times[i] - 1)
+                // Delivered twice: its outcome says it may have been.
+                if times[i] > 1 { #expect(r.possibleDuplicates.contains(UInt64(i)), "seed \(seed): \(i) delivered \(times[i]) times, not marked possibleDuplicate") }
             }
         }
         #expect(duplicates <= r.transport.resentAfterSilentClose, "seed \(seed): duplicates only from closes with no answer")
+        #expect(r.possibleDuplicates.count <= r.transport.resentAfterSilentClose, "seed \(seed): marked only when written again after a silent close")
         return Checked(run: r, duplicates: duplicates, faults: sim.counters)
     }
 

@@ -24,6 +24,8 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
         var outcomes: [UInt64: Outcome]
         var delivered: [UInt64]
         var transport: DeliveryStatistics
+        /// The sequence numbers whose outcome says `possibleDuplicate`.
+        var possibleDuplicates: Set<UInt64> = []
     }
 
     /// Sends `envelopes` in batches of `batch` and returns what happened.
@@ -49,7 +51,9 @@ func seq(_ n: Int, except: Set<UInt64> = []) -> [UInt64] {
             let s = String(decoding: d.payload, as: UTF8.self)
             return UInt64(s.split(separator: ":").last!.dropLast(2))!
         }
-        return Run(ledger: ledger.snapshot, outcomes: outcomes, delivered: delivered, transport: await transport.statistics)
+        return Run(
+            ledger: ledger.snapshot, outcomes: outcomes, delivered: delivered, transport: await transport.statistics,
+            possibleDuplicates: Set(collector.records.filter(\.possibleDuplicate).map(\.sequence)))
     }
 
     /// A policy with small writes, so faults land mid-stream.

@@ -84,6 +84,11 @@ struct ClientFaultMixTests {
         let counters = simulator.counters
         let stats = await transport.statistics
         #expect(counters.duplicates <= stats.resentUnanswered, "seed \(seed): duplicates only after unanswered sends")
+        // Every notification delivered twice tells its caller: SendOutcome.possibleDuplicate.
+        let twice = Set(counters.deliveries.filter { $0.value > 1 }.keys)
+        let marked = Set(outcomes.filter { $0.1.possibleDuplicate }.compactMap { $0.1.apnsID })
+        #expect(twice.isSubset(of: marked), "seed \(seed): delivered twice, not marked: \(twice.subtracting(marked))")
+        #expect(marked.count <= stats.resentUnanswered, "seed \(seed)")
         let faulted = counters.goAways + counters.resets + counters.lostAnswers + counters.answers.filter { $0.key != "" && $0.key != "BadDeviceToken" && $0.key != "Unregistered" }.values.reduce(0, +)
         return (counters.duplicates, stats.resentUnanswered, faulted)
     }

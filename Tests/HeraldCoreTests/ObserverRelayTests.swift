@@ -51,13 +51,14 @@ struct ObserverRelayTests {
             source: InMemorySource((0..<count).map { request(UInt32($0)) }), stages: [],
             transport: FlaggingTransport(), ledger: ledger, options: options)
         let run = Task { try await pipeline.run() }
-        // The observer holds: outcomes pile up to the bound, then the source waits.
-        try await Task.sleep(for: .milliseconds(500))
+        // The observer holds: outcomes pile up to the bound, then the source waits (however long it is held).
+        let reached = await eventually { ledger.snapshot.entered >= UInt64(options.observerBacklog) }
+        #expect(reached, "the pipeline ran up to the bound: \(ledger.snapshot.entered)")
+        try await Task.sleep(for: .milliseconds(300))
         let entered = ledger.snapshot.entered
         // The bound, the batch the relay is delivering, and what the channels and the runners hold.
         let most = UInt64(options.observerBacklog + options.batchSize * (2 * options.bufferedBatches + 4))
         #expect(entered <= most, "\(entered) entered while the observer was held (at most \(most))")
-        #expect(entered >= UInt64(options.observerBacklog), "the pipeline ran up to the bound: \(entered)")
         observer.released.store(true, ordering: .releasing)
         let snapshot = try await run.value
         #expect(snapshot.isBalanced && snapshot.accepted == UInt64(count))

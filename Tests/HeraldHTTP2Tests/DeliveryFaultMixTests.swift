@@ -72,6 +72,11 @@ struct HTTP2DeliveryFaultMixTests {
         let counters = simulator.counters
         let stats = await transport.statistics
         #expect(counters.duplicates <= stats.resentUnanswered, "duplicates only after unanswered sends")
+        // Every notification delivered twice says so in its outcome: possibleDuplicate, and only those resent.
+        let twice = Set(counters.deliveries.filter { $0.value > 1 }.keys)
+        let marked = Set(collector.records.filter(\.possibleDuplicate).compactMap(\.apnsID))
+        #expect(twice.isSubset(of: marked), "delivered twice, not marked: \(twice.subtracting(marked))")
+        #expect(marked.count <= stats.resentUnanswered)
         #expect(counters.delivered - counters.duplicates == envelopes.count - bad.count - dead.count)
         #expect(await transport.takeDeadTokens().count == dead.count)
         #expect(await transport.tokensSigned == 1 && counters.providerTokens.count == 1, "exactly one JWT for the run")

@@ -21,10 +21,11 @@ struct NotificationStateTests {
 
     @Test("each state's status and body, byte for byte")
     func states() {
-        let accepted = OutcomeRecord(sequence: 3, line: nil, id: 7, token: nil, outcome: .accepted, apnsID: "A1")
-        #expect(Self.text(3, .decided(accepted, possibleDuplicate: false))
+        var accepted = OutcomeRecord(sequence: 3, line: nil, id: 7, token: nil, outcome: .accepted, apnsID: "A1")
+        #expect(Self.text(3, .decided(accepted))
             == (200, #"{"notification":3,"state":"decided","outcome":{"id":7,"outcome":"accepted","apnsId":"A1"}}"#))
-        #expect(Self.text(3, .decided(accepted, possibleDuplicate: true))
+        accepted.possibleDuplicate = true
+        #expect(Self.text(3, .decided(accepted))
             == (200, #"{"notification":3,"state":"decided","outcome":{"id":7,"outcome":"accepted","apnsId":"A1","possibleDuplicate":true}}"#))
         #expect(Self.text(4, .pending) == (200, #"{"notification":4,"state":"pending"}"#))
         #expect(Self.text(5, .forgotten) == (404, #"{"notification":5,"error":"expired: its outcome is no longer kept"}"#))
@@ -52,10 +53,14 @@ struct NotificationStateTests {
             case .dropped(let r), .failed(let r): code = r.code == .unspecified ? nil : r.code.name; reason = r.message
             case .accepted, .suppressed: break
             }
-            let row = Self.row(outcome.kind.rawValue, status: status, code: code, reason: reason, apnsID: apnsID)
-            let rebuilt = row.record(outcome: outcome.kind.rawValue, id: 12)
-            #expect(rebuilt.outcome == outcome, "\(outcome)")
-            #expect(Self.text(12, .decided(rebuilt, possibleDuplicate: false)) == Self.text(12, .decided(record, possibleDuplicate: false)))
+            for duplicate in [false, true] {
+                let row = Self.row(outcome.kind.rawValue, status: status, code: code, reason: reason, apnsID: apnsID, duplicate: duplicate)
+                let rebuilt = row.record(outcome: outcome.kind.rawValue, id: 12)
+                var expected = record
+                expected.possibleDuplicate = duplicate
+                #expect(rebuilt == expected, "\(outcome)")
+                #expect(Self.text(12, .decided(rebuilt)) == Self.text(12, .decided(expected)))
+            }
         }
     }
 }

@@ -15,6 +15,8 @@ public struct DeliveryItem: Sendable {
     var isProbe = false
     /// Connections that closed with no answer while this was alone in flight.
     var aloneCloses = 0
+    /// Written again after a connection closed with no answer: the device may have it twice.
+    var resentAfterSilentClose = false
     /// The machine's confirmation count at its first such close: it is only
     /// blamed once the gateway has confirmed something else since (else the
     /// gateway, not the notification, is what closes).
@@ -37,7 +39,9 @@ public struct DeliveryItem: Sendable {
     }
 
     public func record(_ outcome: Outcome) -> OutcomeRecord {
-        OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: outcome)
+        var r = OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: outcome)
+        r.possibleDuplicate = resentAfterSilentClose
+        return r
     }
 
     /// The probe: enhanced format, an all-zero token and no payload. Every

@@ -117,6 +117,7 @@ extension DeliveryMachine {
             }
         }
         statistics.resentAfterSilentClose += items.count
+        for i in items.indices { items[i].resentAfterSilentClose = true }
         // Alone and closed on: let the other suspects go first, so the gateway shows whether it answers at all.
         requeue(items, suspect: true, at: items.count == 1 ? suspects : 0)
         failIfOutageTooLong(now)

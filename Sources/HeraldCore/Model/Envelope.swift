@@ -70,6 +70,10 @@ public struct OutcomeRecord: Sendable, Hashable {
     public var id: UInt32?
     public var token: DeviceToken?
     public var outcome: Outcome
+    /// Sent more than once: an earlier send's answer was lost (a connection
+    /// closed, a stream timed out, a queue's lease was taken over), so the
+    /// device may have received it twice. The only notifications that may.
+    public var possibleDuplicate = false
     /// HTTP/2's identifiers, one reference (nil on the binary interface), so records stay small.
     var apns: APNsIdentifiers?
 

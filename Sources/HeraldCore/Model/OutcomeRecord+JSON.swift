@@ -13,7 +13,7 @@ extension OutcomeRecord {
     /// Appends this record's JSON object to `w`: `id`, `line` and `token` (in
     /// hex) when known, `outcome` with its `status` and `reason` (and `code`),
     /// HTTP/2's identifiers; `possibleDuplicate` when it may have been sent twice.
-    public func writeJSON(to w: inout JSONWriter, possibleDuplicate: Bool = false) {
+    public func writeJSON(to w: inout JSONWriter) {
         w.byte(UInt8(ascii: "{"))
         if let id { w.key("id"); w.int(Int(id)); w.byte(UInt8(ascii: ",")) }
         if let line { w.key("line"); w.int(line); w.byte(UInt8(ascii: ",")) }

@@ -93,8 +93,8 @@ public enum IntakeAnswer: Sendable, Hashable {
 
 /// What became of a notification, by its id.
 public enum NotificationState: Sendable, Hashable {
-    /// Its outcome. `possibleDuplicate`: sent more than once (a worker lost its lease mid-send).
-    case decided(OutcomeRecord, possibleDuplicate: Bool)
+    /// Its outcome (``OutcomeRecord/possibleDuplicate``: it may have been sent twice).
+    case decided(OutcomeRecord)
     /// Taken, not decided yet.
     case pending
     /// Decided so long ago that its outcome is no longer kept.

@@ -43,6 +43,8 @@ public struct HTTP2Item: Sendable {
     public var topic: String?
     /// Sends that ended in a retry or without an answer.
     var attempts = 0
+    /// Sent again after a send whose answer was lost: the device may have it twice.
+    var resentUnanswered = false
     /// Not sent again before then.
     var notBefore: Duration = .zero
 
@@ -56,10 +58,12 @@ public struct HTTP2Item: Sendable {
     }
 
     func record(_ outcome: Outcome, _ response: APNsResponse? = nil) -> OutcomeRecord {
-        OutcomeRecord(
+        var r = OutcomeRecord(
             sequence: sequence, line: line, id: id, token: token, outcome: outcome,
             apnsID: response?.apnsID ?? request.apnsID, apnsUniqueID: response?.uniqueID,
             apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil, apnsChannelID: request.channelID, topic: topic)
+        r.possibleDuplicate = resentUnanswered
+        return r
     }
 }
 

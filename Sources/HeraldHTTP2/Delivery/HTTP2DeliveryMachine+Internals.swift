@@ -1,0 +1,124 @@
+import DequeModule
+import HeraldCore
+
+/// The machine's internals: opening streams, ending them, resending and failing.
+extension HTTP2DeliveryMachine {
+    func slot(of c: Int) -> Int? { slots.firstIndex { $0.connection?.id == c } }
+
+    /// Opens connections for waiting work, and fills ready connections' free streams.
+    mutating func pump(now: Duration) {
+        guard failure == nil else { return }
+        if delayed.contains(where: { $0.notBefore <= now }) {
+            let due = delayed.filter { $0.notBefore <= now }
+            delayed.removeAll { $0.notBefore <= now }
+            queue.insert(contentsOf: due.sorted { $0.sequence < $1.sequence }, at: 0)
+        }
+        for s in slots.indices {
+            if slots[s].connection == nil {
+                guard !queue.isEmpty, slots[s].retryAt <= now else { continue }
+                lastConnection += 1
+                statistics.connections += 1
+                slots[s].connection = Connection(id: lastConnection, since: now, lastActivity: now)
+                actions.append(.connect(lastConnection))
+                continue
+            }
+            // Fields, not a copy of the connection: a copy would share `open`, and the
+            // first insert below would then copy the whole set.
+            guard slots[s].connection!.ready else { continue }
+            let connID = slots[s].connection!.id
+            var room = slots[s].connection!.maxStreams - slots[s].connection!.open.count
+            while room > 0, let item = queue.popFirst() {
+                var authorization: String?
+                if tokens != nil {
+                    do { authorization = "bearer " + (try tokens!.token(now: Int64(now.components.seconds))) } catch {
+                        queue.prepend(item)
+                        fail(OutcomeReason(.credentialRejected, error.description))
+                        return
+                    }
+                }
+                lastStream += 1
+                statistics.streams += 1
+                sendOrder.append(lastStream)
+                inFlight[lastStream] = InFlight(item: item, connection: connID, deadline: now + policy.requestTimeout, authorization: authorization)
+                slots[s].connection!.open.insert(lastStream)
+                slots[s].connection!.lastActivity = now
+                actions.append(.send(connection: connID, stream: lastStream, request: item.request, authorization: authorization))
+                room -= 1
+            }
+        }
+    }
+
+    /// Removes a stream from its connection; a retiring connection closes once empty.
+    mutating func endStream(_ stream: Int, now: Duration) -> InFlight? {
+        guard let f = inFlight.removeValue(forKey: stream) else { return nil }
+        trimSendOrder()
+        if let s = slot(of: f.connection) {
+            slots[s].connection!.open.remove(stream)
+            slots[s].connection!.lastActivity = now
+        } else if retiring[f.connection] != nil {
+            retiring[f.connection]!.open.remove(stream)
+            if retiring[f.connection]!.open.isEmpty {
+                retiring[f.connection] = nil
+                actions.append(.close(f.connection))
+            }
+        }
+        return f
+    }
+
+    /// Takes slot `s`'s connection out of service (GOAWAY, `Shutdown`…): no new
+    /// streams on it, closed once its open streams end; the slot connects again at once.
+    mutating func retire(_ s: Int, now: Duration) {
+        guard let conn = slots[s].connection else { return }
+        slots[s].connection = nil
+        slots[s].retryAt = now
+        if conn.open.isEmpty { actions.append(.close(conn.id)) } else { retiring[conn.id] = conn }
+    }
+
+    mutating func resendOpenStreams(of conn: Connection, now: Duration) {
+        for stream in conn.open.sorted() {
+            guard var f = inFlight.removeValue(forKey: stream) else { continue }
+            resendUnanswered(&f.item, unprocessed: false, why: "the connection ended before an answer", now: now)
+        }
+        trimSendOrder()
+    }
+
+    /// Drops ended streams from the front of ``sendOrder``, so its first is the oldest in flight.
+    mutating func trimSendOrder() {
+        while let first = sendOrder.first, inFlight[first] == nil { sendOrder.removeFirst() }
+    }
+
+    /// A request that ended without an answer goes again; `unprocessed` ones were never seen by APNs.
+    mutating func resendUnanswered(_ item: inout HTTP2Item, unprocessed: Bool, why: String, now: Duration) {
+        if let failure {
+            outcomes.append(item.record(.failed(failure)))
+            return
+        }
+        if unprocessed {
+            statistics.resentUnprocessed += 1
+            queue.prepend(item)
+            return
+        }
+        item.attempts += 1
+        guard item.attempts < policy.maxAttempts else {
+            outcomes.append(item.record(.failed(OutcomeReason(.closedWithoutAnswer, "no answer after \(item.attempts) sends: \(why)"))))
+            return
+        }
+        statistics.resentUnanswered += 1
+        item.resentUnanswered = true
+        queue.prepend(item)
+    }
+
+    /// Ends what waits (queued and delayed) with `reason`.
+    mutating func failWaiting(_ reason: OutcomeReason) {
+        outcomes += queue.map { $0.record(.failed(reason)) }
+        outcomes += delayed.map { $0.record(.failed(reason)) }
+        queue.removeAll()
+        delayed.removeAll()
+    }
+
+    /// Deliveries cannot go on: what waits fails now, and so will anything enqueued later.
+    mutating func fail(_ reason: OutcomeReason) {
+        if failure == nil { failure = reason }
+        failWaiting(failure!)
+    }
+}
