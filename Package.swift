@@ -196,6 +196,8 @@ let package = Package(
             dependencies: [
                 "HeraldCore", "HeraldStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // The queue, its outcome writer and the token store are Services.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 // TLS to the database (postgres-nio's own TLS is swift-nio-ssl).
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -223,6 +225,8 @@ let package = Package(
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
                 "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService", "HeraldPostgres",
                 .product(name: "Logging", package: "swift-log"),
+                // Each long-running command's services in one ServiceGroup.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

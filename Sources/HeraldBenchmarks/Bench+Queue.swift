@@ -56,7 +56,7 @@ struct BenchQueue: AsyncParsableCommand {
         report.add("rounds", rounds)
         report.add("cores", ProcessInfo.processInfo.activeProcessorCount)
         report.add("producers", producers)
-        let control = PostgresQueue(configuration: queueConfiguration, owner: "bench-control")
+        let control = PostgresQueue(configuration: queueConfiguration, owner: "bench-control").start()
         try await control.migrate()
         // Round after round, each measurement once (send, then each worker count), so that a slow
         // spell of a shared machine falls on one round of each rather than on one measurement.
@@ -103,7 +103,7 @@ struct BenchQueue: AsyncParsableCommand {
     ) async throws -> (rate: Double, enqueueShare: Double, coresBusy: Double?) {
         var running = configuration
         running.connectionsKeptOpen = true
-        let queues = (0..<n).map { PostgresQueue(configuration: running, owner: "bench-worker-\($0)") }
+        let queues = (0..<n).map { PostgresQueue(configuration: running, owner: "bench-worker-\($0)").start() }
         let pipelines = try queues.map { queue -> (Pipeline, QueueOutcomeWriter) in
             let (source, writer) = queue.worker(drain: false)
             let ledger = OutcomeLedger(observers: [writer])

@@ -1,6 +1,7 @@
 import HeraldCore
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -20,18 +21,29 @@ import Glibc
 /// their outcomes, in one statement per batch, only under leases it still
 /// holds, deleting the leases it has finished, so a worker whose lease was
 /// taken over never writes over the new holder's outcome.
-public final class PostgresQueue: Sendable {
+///
+/// A swift-service-lifecycle `Service`: ``run()`` runs the connection pools
+/// (and `LISTEN`, once a worker waits for work) until a graceful shutdown or
+/// cancellation; nothing answers until it runs. Put it in the command's
+/// `ServiceGroup` before the services that use it (it stops after them), or,
+/// for a one-off use, ``start()`` it and ``close()`` it.
+public final class PostgresQueue: Service, Sendable {
     public let configuration: PostgresQueueConfiguration
     /// This worker's `lease_owner`: host, process and a random part, unique per process.
     public let owner: String
     let client: PostgresClient
     /// The pool for the prepared claim and outcome write (``PostgresQueueConfiguration/plannedClient``).
     let planned: PostgresClient
-    let runner: Task<Void, Never>
     let logger: Logger
     /// Bumped by every `NOTIFY` on ``QueueSchema/channel``.
     let notifications = Atomic<Int>(0)
-    let listener = Mutex<Task<Void, Never>?>(nil)
+    /// Asks ``run()`` to start listening (once: the first worker that waits).
+    let listenRequests: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
+    let listenRequested = Atomic<Bool>(false)
+    /// Opened to stop ``run()``.
+    let stopped = Latch()
+    /// ``start()``'s task, for ``close()``.
+    let started = Mutex<Task<Void, Never>?>(nil)
     /// The next claim's token; starts at random, so two queues given the same owner do not share tokens.
     let claimTokens = Atomic<Int64>(Int64.random(in: 1...(Int64.max / 2)))
     /// When idempotency keys past their window were last deleted (``forgetExpiredKeys(window:)``).
@@ -41,7 +53,7 @@ public final class PostgresQueue: Sendable {
     /// Tests only: the same for outcome writes.
     package let loseWriteAnswers = Atomic<Int>(0)
 
-    /// Starts the pool (connections are made on first use).
+    /// The queue's handle; nothing connects until ``run()`` (or ``start()``).
     public init(configuration: PostgresQueueConfiguration, owner: String? = nil, logger: Logger? = nil) {
         self.configuration = configuration
         self.owner = owner ?? Self.defaultOwner()
@@ -55,20 +67,60 @@ public final class PostgresQueue: Sendable {
         let planned = PostgresClient(configuration: configuration.plannedClient, backgroundLogger: background)
         self.client = client
         self.planned = planned
-        runner = Task {
-            await withDiscardingTaskGroup { group in
-                group.addTask { await client.run() }
-                group.addTask { await planned.run() }
+        listenRequests = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Runs the pools, and `LISTEN` once asked for, until a graceful shutdown,
+    /// ``close()`` or cancellation; then closes every connection. A queue
+    /// already ``start()``ed (to migrate it before the service group starts)
+    /// runs on in its own task: the group then only owns its stop.
+    public func run() async {
+        guard started.withLock({ $0 }) == nil else {
+            await withGracefulShutdownHandler {
+                await stopped.wait()
+            } onGracefulShutdown: {
+                self.stopped.open()
             }
+            await close()
+            return
+        }
+        await runPools()
+    }
+
+    func runPools() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.client.run() }
+            group.addTask { await self.planned.run() }
+            group.addTask {
+                for await _ in self.listenRequests.stream {
+                    await self.listen()
+                    return
+                }
+            }
+            await withGracefulShutdownHandler {
+                await stopped.wait()
+            } onGracefulShutdown: {
+                self.stopped.open()
+            }
+            listenRequests.continuation.finish()
+            group.cancelAll()
         }
     }
 
-    /// Stops listening and closes the pool's connections.
+    /// Runs the queue in a task of its own, for a one-off use (a test, a command
+    /// without a service group): ``close()`` stops it. Returns the queue.
+    @discardableResult
+    public func start() -> PostgresQueue {
+        started.withLock { task in
+            if task == nil { task = Task { await self.runPools() } }
+        }
+        return self
+    }
+
+    /// Stops ``run()`` (started here or in a service group): listening ends and the pools' connections close.
     public func close() async {
-        listener.withLock { $0 }?.cancel()
-        await listener.withLock { $0 }?.value
-        runner.cancel()
-        await runner.value
+        stopped.open()
+        await started.withLock { $0 }?.value
     }
 
     static func defaultOwner() -> String {
@@ -217,27 +269,27 @@ public final class PostgresQueue: Sendable {
         return notifications.load(ordering: .acquiring)
     }
 
-    /// Listens on ``QueueSchema/channel`` on a connection of its own, again after any failure.
+    /// Asks ``run()`` to listen on ``QueueSchema/channel`` (once; later calls do nothing).
     package func startListening() {
-        listener.withLock { task in
-            guard task == nil else { return }
-            // Holds the queue until close() cancels it.
-            task = Task { [client, logger] in
-                while !Task.isCancelled {
-                    do {
-                        try await client.withConnection { connection in
-                            try await connection.listen(on: QueueSchema.channel) { events in
-                                // A wake-up once listening, in case rows came while no one listened.
-                                self.notifications.add(1, ordering: .releasing)
-                                for try await _ in events { self.notifications.add(1, ordering: .releasing) }
-                            }
-                        }
-                    } catch {
-                        logger.debug("LISTEN failed: \(QueueError.explain(error))")
+        guard !listenRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        listenRequests.continuation.yield()
+    }
+
+    /// Listens on a connection of its own until cancelled, again after any failure.
+    func listen() async {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: QueueSchema.channel) { events in
+                        // A wake-up once listening, in case rows came while no one listened.
+                        self.notifications.add(1, ordering: .releasing)
+                        for try await _ in events { self.notifications.add(1, ordering: .releasing) }
                     }
-                    try? await Task.sleep(for: .milliseconds(500))
                 }
+            } catch {
+                logger.debug("LISTEN failed: \(QueueError.explain(error))")
             }
+            try? await Task.sleep(for: .milliseconds(500))
         }
     }
 

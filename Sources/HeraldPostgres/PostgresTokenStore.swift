@@ -3,6 +3,7 @@ import HeraldStore
 import NIOCore
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 
 /// The token store on PostgreSQL, shared by every worker on one database,
@@ -24,7 +25,12 @@ import Synchronization
 /// **Failures.** A write that fails is kept and tried again (the database is
 /// waited for, as the queue is); ``failure`` holds the first error while
 /// changes are waiting, and ``close()`` reports what could not be written.
-public final class PostgresTokenStore: TokenStore {
+///
+/// A swift-service-lifecycle `Service`: ``run()`` writes and refreshes until
+/// a graceful shutdown or ``close()``, then writes what is pending (for at
+/// most `closeTimeout`). Put it in the command's `ServiceGroup` after the
+/// queue, or ``start()`` it and ``close()`` it.
+public final class PostgresTokenStore: TokenStore, Service {
     let queue: PostgresQueue
     let index = Mutex(SuppressionIndex())
     struct Pending {
@@ -38,7 +44,15 @@ public final class PostgresTokenStore: TokenStore {
     /// The newest `updated_at` (microseconds since 2000, PostgreSQL's clock) this worker has read.
     let seen = Mutex<Int64>(0)
     let refreshInterval: Duration
-    let tasks = Mutex<[Task<Void, Never>]>([])
+    /// ``start()``'s task.
+    let started = Mutex<Task<Void, Never>?>(nil)
+    /// Opened to stop ``run()``; `closing` is how long it may still write then.
+    let stopping = Latch()
+    let closing = Mutex<Duration>(.seconds(10))
+    let running = Atomic<Bool>(false)
+    let ended = Latch()
+    /// Changes that could not be written, counted once ``run()`` has stopped.
+    let notWritten = Atomic<Int>(0)
     /// Rows read into the index when the store opened.
     public let rowsLoaded: Int
 
@@ -46,7 +60,7 @@ public final class PostgresTokenStore: TokenStore {
     static let overlapMicroseconds: Int64 = 10_000_000
 
     /// Opens the store on `queue`'s database (migrated by `queue.migrate()`), reading into memory every row
-    /// of every token with an unregistration; starts the writer and the refresh.
+    /// of every token with an unregistration. Nothing is written until ``run()`` (or ``start()``).
     public init(queue: PostgresQueue, refreshInterval: Duration = .seconds(1)) async throws(QueueError) {
         self.queue = queue
         self.refreshInterval = refreshInterval
@@ -74,9 +88,55 @@ public final class PostgresTokenStore: TokenStore {
         index.withLock { $0 = loaded.0 }
         rowsLoaded = loaded.1
         seen.withLock { $0 = loaded.2 }
-        tasks.withLock {
-            $0 = [Task { await self.writeLoop() }, Task { await self.refreshLoop() }]
+    }
+
+    /// Writes changes as they come and refreshes the index from the other
+    /// workers' changes, until a graceful shutdown or ``close()``; then writes
+    /// what is pending, for at most the close's timeout (10 s by default).
+    /// A store already ``start()``ed runs on in its own task: the group then
+    /// only owns its stop.
+    public func run() async {
+        guard started.withLock({ $0 }) == nil else {
+            await withGracefulShutdownHandler {
+                await stopping.wait()
+            } onGracefulShutdown: {
+                self.stopping.open()
+            }
+            await close(timeout: closing.withLock { $0 })
+            return
         }
+        await runLoops()
+    }
+
+    func runLoops() async {
+        running.store(true, ordering: .releasing)
+        defer { ended.open() }
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.writeLoop() }
+            group.addTask { await self.refreshLoop() }
+            await withGracefulShutdownHandler {
+                await stopping.wait()
+            } onGracefulShutdown: {
+                self.stopping.open()
+            }
+            await writePending(for: closing.withLock { $0 })
+            group.cancelAll()
+        }
+        // Counted once the writer has stopped: a write in flight at the deadline may still have landed.
+        let left = pending.withLock { $0.events.count + $0.writing }
+        notWritten.store(left, ordering: .releasing)
+        if left > 0 {
+            queue.logger.error("token store \(queue.configuration): \(left) changes could not be written: \(failureState.withLock { $0 }.map { "\($0)" } ?? "closed")")
+        }
+    }
+
+    /// Runs the store in a task of its own (``close()`` ends it). Returns the store.
+    @discardableResult
+    public func start() -> PostgresTokenStore {
+        started.withLock { task in
+            if task == nil { task = Task { await self.runLoops() } }
+        }
+        return self
     }
 
     // MARK: - TokenStore
@@ -118,11 +178,28 @@ public final class PostgresTokenStore: TokenStore {
         }
     }
 
-    /// Writes what is pending (for at most `timeout`), then stops; returns how many changes could not be written.
+    /// Stops ``run()`` (started here or in a service group): what is pending is
+    /// written for at most `timeout`; returns how many changes could not be written.
     @discardableResult
     public func close(timeout: Duration = .seconds(10)) async -> Int {
+        closing.withLock { $0 = timeout }
+        stopping.open()
+        if let task = started.withLock({ $0 }) {
+            await task.value
+        } else if running.load(ordering: .acquiring) {
+            await ended.wait()
+        }
+        return changesNotWritten
+    }
+
+    /// Changes that could not be written, once ``run()`` has stopped.
+    public var changesNotWritten: Int { notWritten.load(ordering: .acquiring) }
+
+    /// Waits (for at most `timeout`) until nothing is pending, then closes the writer.
+    func writePending(for timeout: Duration) async {
         let deadline = ContinuousClock.now.advanced(by: timeout)
-        while pending.withLock({ !$0.events.isEmpty || $0.writing > 0 }) && ContinuousClock.now < deadline {
+        // Cancelled (the service group gave up on it): no waiting.
+        while pending.withLock({ !$0.events.isEmpty || $0.writing > 0 }) && ContinuousClock.now < deadline && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(5))
         }
         let waiter = pending.withLock { p -> CheckedContinuation<Void, Never>? in
@@ -131,14 +208,6 @@ public final class PostgresTokenStore: TokenStore {
             return p.waiter
         }
         waiter?.resume()
-        for t in tasks.withLock({ $0 }) { t.cancel() }
-        for t in tasks.withLock({ $0 }) { await t.value }
-        // Counted once the writer has stopped: a write in flight at the deadline may still have landed.
-        let left = pending.withLock { $0.events.count + $0.writing }
-        if left > 0 {
-            queue.logger.error("token store \(queue.configuration): \(left) changes could not be written: \(failureState.withLock { $0 }.map { "\($0)" } ?? "closed")")
-        }
-        return left
     }
 
     // MARK: - Writing

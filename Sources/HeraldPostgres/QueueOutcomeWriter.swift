@@ -1,5 +1,6 @@
 import HeraldCore
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 
 /// Writes each outcome back to its row, in batches of one statement each, and
@@ -11,15 +12,23 @@ import Synchronization
 /// ``LeaseBook``, so this worker's own claims never take them back); a batch
 /// the database refuses for a lease's length, or that cannot be written by
 /// the end of ``finish()``, is given up (counted in ``Report/notWritten``):
-/// by then its rows are someone else's to claim. Call ``start()`` before the run and ``finish()`` after it.
-public final class QueueOutcomeWriter: OutcomeObserver {
+/// by then its rows are someone else's to claim.
+///
+/// A swift-service-lifecycle `Service`: ``run()`` writes and renews until
+/// ``finish()`` or a graceful shutdown. Or ``start()`` it before the
+/// pipeline's run and ``finish()`` it after.
+public final class QueueOutcomeWriter: OutcomeObserver, Service {
     let queue: PostgresQueue
     let book: LeaseBook
     let onProblem: @Sendable (String) -> Void
     let state = Mutex(State())
     let wakeups: AsyncStream<Void>
     let wake: AsyncStream<Void>.Continuation
-    let tasks = Mutex<[Task<Void, Never>]>([])
+    /// ``start()``'s task.
+    let started = Mutex<Task<Void, Never>?>(nil)
+    /// ``run()`` is running, and opened once it has returned.
+    let running = Atomic<Bool>(false)
+    let ended = Latch()
 
     struct State {
         var pending: [PostgresQueue.Finished] = []
@@ -70,11 +79,37 @@ public final class QueueOutcomeWriter: OutcomeObserver {
     /// What was written so far.
     public var report: Report { state.withLock { $0.report } }
 
-    /// Starts the writing task and the lease renewal.
+    /// Writes outcomes as they are observed and keeps the leases alive, until
+    /// ``finish()`` or a graceful shutdown; returns once what was observed is
+    /// written (or given up, see ``finish()``).
+    public func run() async {
+        running.store(true, ordering: .releasing)
+        defer { ended.open() }
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.renewWhileRunning() }
+                await self.writeUntilFinished()
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.requestFinish()
+        }
+    }
+
+    /// Runs the writer in a task of its own (``finish()`` ends it).
     public func start() {
-        let writing = Task { await self.writeUntilFinished() }
-        let renewing = Task { await self.renewWhileRunning() }
-        tasks.withLock { $0 = [writing, renewing] }
+        started.withLock { task in
+            if task == nil { task = Task { await self.run() } }
+        }
+    }
+
+    /// No more outcomes will come: the writer writes what it holds, then stops.
+    func requestFinish() {
+        if book.stopRequested.load(ordering: .acquiring) {
+            let by = ContinuousClock.now.advanced(by: queue.configuration.lease)
+            outage.withLock { $0.finishBy = $0.finishBy ?? by }
+        }
+        wake.finish()
     }
 
     /// Writes what is still queued, stops renewing, and reports. When the run
@@ -85,16 +120,11 @@ public final class QueueOutcomeWriter: OutcomeObserver {
     /// back, rather than left for the rows to be sent again after their lease
     /// (a second signal still ends the process).
     public func finish() async -> Report {
-        if book.stopRequested.load(ordering: .acquiring) {
-            let by = ContinuousClock.now.advanced(by: queue.configuration.lease)
-            outage.withLock { $0.finishBy = $0.finishBy ?? by }
-        }
-        wake.finish()
-        let running = tasks.withLock { $0 }
-        if let writing = running.first { await writing.value }
-        for t in running.dropFirst() {
-            t.cancel()
-            await t.value
+        requestFinish()
+        if let task = started.withLock({ $0 }) {
+            await task.value
+        } else if running.load(ordering: .acquiring) {
+            await ended.wait()
         }
         return report
     }

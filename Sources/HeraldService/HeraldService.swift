@@ -8,7 +8,6 @@ import Metrics
 import NIOCore
 import Prometheus
 import ServiceLifecycle
-import UnixSignals
 import Synchronization
 
 /// How `herald serve` listens and admits work (the configuration's `serve` section).
@@ -138,8 +137,9 @@ public final class HeraldService: Sendable {
 
     /// Runs until SIGTERM or SIGINT (then: intake closed, pipeline drained,
     /// every outcome recorded) or a second signal (then: what is left fails).
-    /// `onListening` gets the bound port.
-    public func run(onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> LedgerSnapshot {
+    /// `onListening` gets the bound port. `services` (a queue, a token store)
+    /// start before the HTTP server and the pipeline, and stop after them.
+    public func run(services: [any Service] = [], onListening: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> LedgerSnapshot {
         let router = Router()
         addRoutes(to: router)
         let headerTimeout = TimeAmount.nanoseconds(Int64(configuration.headerTimeout.components.seconds) * 1_000_000_000)
@@ -153,34 +153,19 @@ public final class HeraldService: Sendable {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
-        let pipelineService = PipelineService(service: self)
-        let group = ServiceGroup(
-            configuration: .init(
-                // Shut down in reverse order: the pipeline first (intake closed, 503s while it
-                // drains), then, once it has drained, the webhook (it posts what is left), then
-                // the HTTP server.
-                services: [.init(service: app)] + (webhook.map { [.init(service: $0)] } ?? []) + [
-                    .init(service: pipelineService, successTerminationBehavior: .gracefullyShutdownGroup)
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
-        // The group shuts down gracefully on the first signal; a second one abandons what is left.
-        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let watcher = Task {
-            var seen = 0
-            for await _ in signals {
-                seen += 1
-                if seen == 2 {
-                    logger.warning("second signal: stopping now; what was not sent ends failed")
-                    self.closeIntake()
-                    self.abandon()
-                    webhook?.abandon()
-                }
-            }
-        }
-        defer { watcher.cancel() }
+        // Shut down in reverse order: the pipeline first (intake closed, 503s while it drains),
+        // then, once it has drained, the webhook (it posts what is left), then the HTTP server,
+        // then the services given (the token store writes what is left, the queue's connections
+        // close). A second signal abandons what is left.
         do {
-            try await group.run()
+            try await SignalledServiceGroup.run(
+                services + [app] + (webhook.map { [$0] } ?? []), main: PipelineService(service: self), logger: logger,
+                abandon: { [self] in
+                    logger.warning("second signal: stopping now; what was not sent ends failed")
+                    closeIntake()
+                    abandon()
+                    webhook?.abandon()
+                })
         } catch {
             throw ListenError(error, host: configuration.host, port: configuration.port) ?? error
         }

@@ -43,14 +43,8 @@ struct PruneCommand: AsyncParsableCommand {
 
     func run() async throws {
         let queue = try await openQueue(config)
-        let deleted: Int
-        do {
-            deleted = try await queue.prune(finishedBefore: olderThan.duration, chunk: max(1, chunk))
-        } catch {
-            await queue.close()
-            throw SetupError("\(error)")
-        }
-        await queue.close()
+        let age = olderThan.duration, chunk = max(1, chunk)
+        let deleted = try await running(queue) { queue in try await queue.prune(finishedBefore: age, chunk: chunk) }
         var line = JSONLine()
         line.add("deleted", deleted)
         line.print()

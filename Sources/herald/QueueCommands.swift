@@ -4,6 +4,9 @@ import HeraldJSON
 import HeraldKit
 import HeraldPostgres
 import Logging
+import ServiceLifecycle
+import Synchronization
+import HeraldService
 
 /// `herald enqueue FILE`: JSON Lines requests into the PostgreSQL queue.
 struct EnqueueCommand: AsyncParsableCommand {
@@ -36,14 +39,8 @@ struct EnqueueCommand: AsyncParsableCommand {
         let queue = try await openQueue(config)
         let clock = ContinuousClock()
         let start = clock.now
-        let report: QueueEnqueuer.Report
-        do {
-            report = try await QueueEnqueuer(queue: queue, batch: max(1, batch)).enqueue(path: input)
-        } catch {
-            await queue.close()
-            throw SetupError("\(error)")
-        }
-        await queue.close()
+        let batch = max(1, batch), input = input
+        let report = try await running(queue) { queue in try await QueueEnqueuer(queue: queue, batch: batch).enqueue(path: input) }
         let elapsed = (clock.now - start).inSeconds
         var line = JSONLine()
         line.add("enqueued", report.enqueued)
@@ -99,20 +96,23 @@ struct WorkCommand: AsyncParsableCommand {
         // tokens.type "postgres": the token store in the queue's database, shared with every other worker.
         var tokens: PostgresTokenStore?
         if configuration.tokenStoreType == "postgres" {
-            do { tokens = try await PostgresTokenStore(queue: queue) } catch {
+            do { tokens = try await PostgresTokenStore(queue: queue).start() } catch {
                 await queue.close()
                 throw SetupError("\(error)")
             }
         }
         let (source, writer) = queue.worker(drain: drain) { problem in writeToStandardError("herald: \(problem)\n") }
-        writer.start()
+        // One service group: the queue, the token store and the outcome writer stop after the pipeline,
+        // in reverse order (the writer writes what is left, the store too, then the pool closes).
+        let services: [any Service] = [queue] + (tokens.map { [$0] } ?? []) + [writer]
         do {
             try await Send.deliver(
-                source, named: "\(queue.configuration)", configuration: configuration, logger: logger, observers: [writer], tokenStore: tokens
+                source, named: "\(queue.configuration)", configuration: configuration, logger: logger, observers: [writer], tokenStore: tokens,
+                services: services
             ) {
-                let report = await writer.finish()
+                let report = writer.report
                 var fields = JSONLine()
-                if let tokens { fields.add("token_changes_not_written", await tokens.close()) }
+                if let tokens { fields.add("token_changes_not_written", tokens.changesNotWritten) }
                 fields.add("owner", queue.owner)
                 fields.add("rows_written", report.written)
                 fields.add("possible_duplicates", report.possibleDuplicates)
@@ -122,13 +122,27 @@ struct WorkCommand: AsyncParsableCommand {
                 return (fields, report.notWritten + report.unmapped)
             }
         } catch {
-            _ = await writer.finish()
+            // A setup error stops them here; after the group (an exit status) closing again does nothing.
             if let tokens { await tokens.close() }
             await queue.close()
             throw error
         }
-        await queue.close()
     }
+}
+
+/// `body`'s result, with `queue` in a service group around it (``SignalledServiceGroup``): the
+/// first signal cancels `body`, the queue's connections close after it, whatever happens.
+func running<T: Sendable>(_ queue: PostgresQueue, _ body: @escaping @Sendable (PostgresQueue) async throws -> T) async throws -> T {
+    let result = Mutex<T?>(nil)
+    do {
+        try await SignalledServiceGroup.run(
+            [queue], main: CommandJob { let r = try await body(queue); result.withLock { $0 = r } },
+            logger: Logger(label: "herald", factory: { _ in SwiftLogNoOpLogHandler() }), abandon: {})
+    } catch {
+        throw SetupError("\(error)")
+    }
+    guard let r = result.withLock({ $0 }) else { throw SetupError("interrupted") }
+    return r
 }
 
 /// The queue of the configuration at `path`, its schema migrated; `logger` gets the connection pool's events (`--log-level debug`).
@@ -140,7 +154,7 @@ func openQueue(_ path: String, configuration: HeraldConfiguration? = nil, logger
     } catch {
         throw SetupError("\(error)")
     }
-    let queue = PostgresQueue(configuration: queueConfiguration, logger: logger)
+    let queue = PostgresQueue(configuration: queueConfiguration, logger: logger).start()
     do {
         try await queue.migrate()
     } catch {

@@ -4,6 +4,8 @@ import HeraldBinary
 import HeraldCore
 import HeraldKit
 import Logging
+import ServiceLifecycle
+import HeraldService
 import Synchronization
 import HeraldJSON
 #if canImport(Glibc)
@@ -107,10 +109,14 @@ struct Send: AsyncParsableCommand {
     /// replay` and `herald work`). `observers` see every outcome too; `settle`
     /// runs after the pipeline, before the summary: its fields join the
     /// summary, and outcomes it reports lost set the exit status as the
-    /// outcome writer's would.
+    /// outcome writer's would. The pipeline runs as the main service of one
+    /// `ServiceGroup` after `services` (a queue, its outcome writer, a token
+    /// store), which stop after it: SIGTERM or SIGINT drains, a second signal
+    /// gives up on what is left (``SignalledServiceGroup``).
     static func deliver(
         _ source: some NotificationSource, named input: String, configuration: HeraldConfiguration, logger: Logger, progress: InputProgress? = nil,
         progressEvery: Duration = .seconds(10), observers: [any OutcomeObserver] = [], tokenStore: (any TokenStore)? = nil,
+        services: [any Service] = [],
         settle: (() async -> (fields: JSONLine, lost: Int))? = nil, outcomesMode: OutcomeWriter.FileMode = .append
     ) async throws {
 
@@ -137,20 +143,24 @@ struct Send: AsyncParsableCommand {
             throw SetupError("\(error)")
         }
         stop.set(pipeline)
-        let signals = ShutdownSignals(
-            first: { pipeline.shutdown() },
-            second: { pipeline.abandon("abandoned: a second signal came before the gateway confirmed it") })
-        defer { signals.cancel() }
 
         let clock = ContinuousClock()
         let start = clock.now
         let reporter = progress.map { p in Task { await ProgressReporter(input: p, ledger: ledger, every: progressEvery).run() } }
+        let main = PipelineRun(pipeline: pipeline)
         var failure: (any Error)?
         do {
-            try await pipeline.run()
+            try await SignalledServiceGroup.run(
+                services, main: main, logger: logger,
+                onFirstSignal: { writeToStandardError("herald: shutting down, draining in-flight requests (signal again to give up on them)\n") },
+                abandon: {
+                    writeToStandardError("herald: giving up on what is still in flight (signal again to exit at once)\n")
+                    pipeline.abandon("abandoned: a second signal came before the gateway confirmed it")
+                })
         } catch {
             failure = error
         }
+        failure = main.failure.withLock { $0 } ?? failure
         reporter?.cancel()
         await reporter?.value
         writer.flush()
@@ -219,47 +229,21 @@ struct SetupError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// Turns SIGINT and SIGTERM into a graceful shutdown; a second signal gives
-/// up on what is still held (each such request ends `failed`, the summary is
-/// printed); a third ends the process at once.
-final class ShutdownSignals: @unchecked Sendable {
-    // @unchecked: `sources` is set in init and only read by `cancel`; the
-    // count is an atomic; the handlers run on a global queue.
-    final class Count: Sendable { let value = Atomic<Int>(0) }
-    let sources: [any DispatchSourceSignal]
-
-    /// One handler: a second signal ends the process (status 130).
-    convenience init(_ onSignal: @escaping @Sendable () -> Void) {
-        self.init(first: onSignal, second: { exit(130) })
-    }
-
-    init(first: @escaping @Sendable () -> Void, second: @escaping @Sendable () -> Void) {
-        var sources: [any DispatchSourceSignal] = []
-        let count = Count()
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler {
-                switch count.value.add(1, ordering: .relaxed).newValue {
-                case 1:
-                    writeToStandardError("herald: shutting down, draining in-flight requests (signal again to give up on them)\n")
-                    first()
-                case 2:
-                    writeToStandardError("herald: giving up on what is still in flight (signal again to exit at once)\n")
-                    for sig in [SIGINT, SIGTERM] { signal(sig, SIG_DFL) }
-                    second()
-                default:
-                    break
-                }
-            }
-            s.resume()
-            sources.append(s)
+/// The pipeline as a command's main service: a graceful shutdown (the first
+/// signal) stops the source, and what was emitted drains.
+final class PipelineRun: Service, Sendable {
+    let pipeline: Pipeline
+    /// Why the run failed (the source, the ledger), if it did.
+    let failure = Mutex<(any Error)?>(nil)
+    init(pipeline: Pipeline) { self.pipeline = pipeline }
+    func run() async {
+        await withGracefulShutdownHandler {
+            do { try await pipeline.run() } catch { failure.withLock { $0 = error } }
+        } onGracefulShutdown: {
+            self.pipeline.shutdown()
         }
-        self.sources = sources
     }
-    func cancel() { for s in sources { s.cancel() } }
 }
-
 
 /// Progress on standard error while `herald send` runs: on a terminal, one
 /// line rewritten twice a second (count, rate and, for a file, how far and the

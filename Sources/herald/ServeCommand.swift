@@ -6,6 +6,7 @@ import HeraldKit
 import HeraldPostgres
 import HeraldService
 import Logging
+import ServiceLifecycle
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,7 +48,7 @@ struct ServeCommand: AsyncParsableCommand {
         var tokens: PostgresTokenStore?
         if configuration.tokenStoreType == "postgres" {
             guard let queue else { throw SetupError("\(config): tokens.type \"postgres\" is the queue's database: add a queue section") }
-            do { tokens = try await PostgresTokenStore(queue: queue) } catch {
+            do { tokens = try await PostgresTokenStore(queue: queue).start() } catch {
                 await queue.close()
                 throw SetupError("\(error)")
             }
@@ -78,23 +79,18 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let host = serve.host
         let snapshot: LedgerSnapshot
-        do {
-            snapshot = try await service.run { port in
-                var ready = JSONLine()
-                ready.add("host", host)
-                ready.add("port", port)
-                ready.print()
-                fflush(nil)
-            }
-        } catch {
-            // What the token store still holds is written, and the pool closed, before the error ends the run.
-            await tokens?.close()
-            await queue?.close()
-            throw error
+        // The queue and the token store run in the service's group: they stop after the pipeline and
+        // the HTTP server (what the store still holds is written, then the pool closes), also on an error.
+        let lifecycles: [any Service] = (queue.map { [$0] } ?? []) + (tokens.map { [$0] } ?? [])
+        snapshot = try await service.run(services: lifecycles) { port in
+            var ready = JSONLine()
+            ready.add("host", host)
+            ready.add("port", port)
+            ready.print()
+            fflush(nil)
         }
         writer?.flush()
-        let tokenChangesLeft = await tokens?.close() ?? 0
-        await queue?.close()
+        let tokenChangesLeft = tokens?.changesNotWritten ?? 0
         var fields = JSONLine()
         fields.add("entered", snapshot.entered)
         for k in Outcome.Kind.allCases { fields.add(k.rawValue, snapshot.count(k)) }

@@ -1,4 +1,7 @@
 import ArgumentParser
+import Logging
+import HeraldService
+import ServiceLifecycle
 import HeraldJSON
 #if canImport(Glibc)
 import Glibc
@@ -136,42 +139,20 @@ struct SimulateCommand: AsyncParsableCommand {
 }
 
 /// Prints `ready` (the line a test or script waits for), serves until SIGINT
-/// or SIGTERM, then runs `stop`.
-func serveUntilSignal(_ ready: JSONLine, stop: () async -> Void) async {
+/// or SIGTERM (``SignalledServiceGroup``), then runs `stop`; a second signal exits at once.
+func serveUntilSignal(_ ready: JSONLine, stop: @escaping @Sendable () async -> Void) async {
     ready.print()
     fflush(nil)
-    let waiter = SignalWaiter()
-    let signals = ShutdownSignals { waiter.fire() }
-    await waiter.wait()
-    signals.cancel()
-    await stop()
+    try? await SignalledServiceGroup.run(
+        [], main: UntilShutdown(stop: stop), logger: Logger(label: "herald", factory: { _ in SwiftLogNoOpLogHandler() }),
+        abandon: { exit(130) })
 }
 
-/// Waits until a signal handler fires (once).
-final class SignalWaiter: Sendable {
-    struct State {
-        var fired = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-    let state = Mutex(State())
-
-    func fire() {
-        let w = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            s.fired = true
-            defer { s.waiter = nil }
-            return s.waiter
-        }
-        w?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.fired { return true }
-                s.waiter = c
-                return false
-            }
-            if now { c.resume() }
-        }
+/// Waits for the group's graceful shutdown, then runs `stop`.
+struct UntilShutdown: Service {
+    let stop: @Sendable () async -> Void
+    func run() async {
+        try? await gracefulShutdown()
+        await stop()
     }
 }

@@ -109,6 +109,38 @@ struct ArchitectureTests {
         }
     }
 
+    /// Each initialiser's body in `text`: from a line declaring `init(` to the brace closing its body.
+    static func initialiserBodies(_ text: String) throws -> [Substring] {
+        let declaration = try NSRegularExpression(
+            pattern: #"^\s*(?:@\w+\s+)*(?:(?:public|package|private|fileprivate|internal|convenience|required|override|nonisolated)\s+)*init[?!]?\s*[(<]"#,
+            options: .anchorsMatchLines)
+        var bodies: [Substring] = []
+        for m in declaration.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+            let start = Range(m.range, in: text)!.upperBound
+            guard let open = text[start...].firstIndex(of: "{") else { continue }
+            var depth = 0, i = open
+            repeat {
+                if text[i] == "{" { depth += 1 } else if text[i] == "}" { depth -= 1 }
+                i = text.index(after: i)
+            } while depth > 0 && i < text.endIndex
+            bodies.append(text[open..<i])
+        }
+        return bodies
+    }
+
+    @Test("no unstructured Task in an initialiser: a service's run() owns its tasks (issue 27)")
+    func noTaskInInitialisers() throws {
+        let sources = repositoryRoot().appendingPathComponent("Sources")
+        let files = FileManager.default.enumerator(atPath: sources.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        #expect(files.count > 100)
+        for file in files {
+            let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
+            for body in try Self.initialiserBodies(text) where body.range(of: #"(^|[^.\w])Task(<[^>]*>)? *\{"#, options: .regularExpression) != nil {
+                Issue.record("Sources/\(file): an initialiser starts a Task: \(body.prefix(120))…")
+            }
+        }
+    }
+
     @Test("the top floors (issue 27): HeraldPostgres imports only Core and Store; HeraldService no queue and no transport")
     func topFloors() throws {
         let imports = try Self.imports()

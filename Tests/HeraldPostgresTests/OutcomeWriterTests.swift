@@ -12,7 +12,7 @@ struct OutcomeWriterTests {
         let (cluster, db) = try await freshDatabase()
         var configuration = queueConfiguration(cluster, db, lease: .seconds(1))
         configuration.writeBatch = 1
-        let queue = PostgresQueue(configuration: configuration, owner: "refused")
+        let queue = PostgresQueue(configuration: configuration, owner: "refused").start()
         try await queue.migrate()
         #expect(try await queue.enqueue(requestLines(6).lines) == 6)
         let held = try await claimSoon(queue, limit: 6)
@@ -54,7 +54,7 @@ struct OutcomeWriterTests {
         var configuration = queueConfiguration(cluster, db, lease: .seconds(2))
         configuration.answerTimeout = .seconds(3)
         configuration.connectTimeout = .seconds(1)
-        let queue = PostgresQueue(configuration: configuration, owner: "outage-at-the-end")
+        let queue = PostgresQueue(configuration: configuration, owner: "outage-at-the-end").start()
         // The 1 s connect timeout is for the outage; a full parallel test run once kept the fresh
         // cluster's first connection waiting longer than that, before anything was tested.
         var migrated = false
@@ -112,7 +112,7 @@ struct OutcomeWriterTests {
         let (cluster, db) = try await freshDatabase()
         var configuration = queueConfiguration(cluster, db, batch: 100)
         configuration.writeBatch = 100
-        let queue = PostgresQueue(configuration: configuration, owner: "slow-writes")
+        let queue = PostgresQueue(configuration: configuration, owner: "slow-writes").start()
         try await queue.migrate()
         #expect(try await queue.enqueue(requestLines(3000).lines) == 3000)
         // Every outcome write takes 100 ms more (claims do not).
@@ -148,7 +148,7 @@ struct OutcomeWriterTests {
         func open(_ owner: String) async throws -> PostgresQueue {
             var configuration = queueConfiguration(cluster, db, lease: .seconds(4), batch: 50)
             configuration.writeBatch = 50
-            let queue = PostgresQueue(configuration: configuration, owner: owner)
+            let queue = PostgresQueue(configuration: configuration, owner: owner).start()
             try await queue.migrate()
             return queue
         }

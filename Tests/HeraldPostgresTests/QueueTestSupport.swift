@@ -40,7 +40,7 @@ func configurationFile(_ cluster: PostgresCluster, _ database: String, lease: In
 func openQueue(_ cluster: PostgresCluster, _ database: String, owner: String? = nil, lease: Duration = .seconds(30), batch: Int = 500) async throws
     -> PostgresQueue
 {
-    let queue = PostgresQueue(configuration: queueConfiguration(cluster, database, lease: lease, batch: batch), owner: owner)
+    let queue = PostgresQueue(configuration: queueConfiguration(cluster, database, lease: lease, batch: batch), owner: owner).start()
     try await queue.migrate()
     return queue
 }

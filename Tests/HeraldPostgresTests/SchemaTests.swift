@@ -10,7 +10,7 @@ struct SchemaTests {
     @Test("from an empty database to the newest version; a second run changes nothing")
     func fromEmptyThenIdempotent() async throws {
         let (cluster, db) = try await freshDatabase()
-        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db))
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db)).start()
         let first = try await queue.migrate()
         let second = try await queue.migrate()
         await queue.close()
@@ -27,7 +27,7 @@ struct SchemaTests {
     @Test("version 7: a write's group of 1,000 ids is stored uncompressed, in its row; the group reads back whole")
     func outcomeArraysUncompressed() async throws {
         let (cluster, db) = try await freshDatabase()
-        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db, batch: 1000))
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db, batch: 1000)).start()
         try await queue.migrate()
         #expect(try await queue.enqueue(requestLines(1000).lines) == 1000)
         let rows = try await claimSoon(queue, limit: 1000)
@@ -48,7 +48,7 @@ struct SchemaTests {
     @Test("workers starting together apply each migration once")
     func concurrentStart() async throws {
         let (cluster, db) = try await freshDatabase()
-        let queues = (0..<4).map { _ in PostgresQueue(configuration: queueConfiguration(cluster, db)) }
+        let queues = (0..<4).map { _ in PostgresQueue(configuration: queueConfiguration(cluster, db)).start() }
         let results = try await withThrowingTaskGroup(of: QueueSchema.Result.self) { group in
             for q in queues { group.addTask { try await q.migrate() } }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -81,7 +81,7 @@ struct SchemaTests {
             db, "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(1.5); INSERT INTO notifications (body) VALUES ($b$\(line)$b$); COMMIT;")
         try await Task.sleep(for: .milliseconds(500))
 
-        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new")
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new").start()
         #expect(try await queue.migrate() == QueueSchema.Result(from: 4, to: QueueSchema.latestVersion))
         _ = try await straggler
         await #expect(try tally(cluster, db) == ["done|rejected": 3, "leased|-": 2, "queued|-": 6])
@@ -110,7 +110,7 @@ struct SchemaTests {
             """
         try await cluster.psql(db, setup)
 
-        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new")
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new").start()
         #expect(try await queue.migrate() == QueueSchema.Result(from: 5, to: QueueSchema.latestVersion))
         await #expect(try tally(cluster, db) == ["done|accepted": 2, "leased|-": 2, "queued|-": 6])
         await #expect(try cluster.psql(db, "SELECT string_agg(lease || ':' || first_id || ':' || coalesce(array_to_string(apns_ids, ','), '-'), ',' ORDER BY first_id) FROM herald_outcomes")
@@ -133,7 +133,7 @@ struct SchemaTests {
     @Test("a database migrated by a newer herald is refused, naming both versions and the database")
     func newerSchemaRefused() async throws {
         let (cluster, db) = try await freshDatabase()
-        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db))
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db)).start()
         try await queue.migrate()
         let newer = QueueSchema.latestVersion + 1
         try await cluster.psql(db, "INSERT INTO herald_schema (version, description) VALUES (\(newer), 'from the future')")
@@ -153,7 +153,7 @@ struct SchemaTests {
         c.port = try freePort()
         c.database = "nowhere"
         c.connectTimeout = .milliseconds(500)
-        let queue = PostgresQueue(configuration: c)
+        let queue = PostgresQueue(configuration: c).start()
         await #expect {
             try await queue.migrate()
         } throws: { error in

@@ -15,7 +15,7 @@ struct PostgresTokenStoreTests {
     func rules() async throws {
         let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db)
-        let store = try await PostgresTokenStore(queue: queue)
+        let store = try await PostgresTokenStore(queue: queue).start()
         store.unregistered(token, topic: "com.a", at: 100, source: .gone)
         #expect(store.isSuppressed(token, topic: "com.a") && !store.isSuppressed(token, topic: "com.b"))
         store.registered(token, topic: "com.a", at: 150, source: .registration)
@@ -40,8 +40,8 @@ struct PostgresTokenStoreTests {
     func sharedBetweenWorkers() async throws {
         let (cluster, db) = try await freshDatabase()
         let qa = try await openQueue(cluster, db, owner: "a"), qb = try await openQueue(cluster, db, owner: "b")
-        let a = try await PostgresTokenStore(queue: qa, refreshInterval: .seconds(60))
-        let b = try await PostgresTokenStore(queue: qb, refreshInterval: .seconds(60))
+        let a = try await PostgresTokenStore(queue: qa, refreshInterval: .seconds(60)).start()
+        let b = try await PostgresTokenStore(queue: qb, refreshInterval: .seconds(60)).start()
         // b knows the token registered for com.b, a learns it is dead for com.a.
         b.registered(token, topic: "com.b", at: 500, source: .registration)
         await b.flush()
@@ -52,7 +52,7 @@ struct PostgresTokenStoreTests {
         // a read back every topic of the token it learned was dead: com.b's later registration included.
         #expect(!a.isSuppressed(token, topic: "com.b"))
 
-        let reopened = try await PostgresTokenStore(queue: qa)
+        let reopened = try await PostgresTokenStore(queue: qa).start()
         #expect(reopened.rowsLoaded == 2 && reopened.isSuppressed(token, topic: "com.a"))
         await reopened.close()
 
@@ -70,7 +70,7 @@ struct PostgresTokenStoreTests {
     func writeFailureIsRetried() async throws {
         let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db)
-        let store = try await PostgresTokenStore(queue: queue)
+        let store = try await PostgresTokenStore(queue: queue).start()
         _ = try await cluster.psql(db, "ALTER TABLE herald_tokens RENAME TO herald_tokens_away")
         store.unregistered(token, topic: nil, at: 42, source: .feedback)
         #expect(store.isSuppressed(token, topic: nil), "in memory at once")
