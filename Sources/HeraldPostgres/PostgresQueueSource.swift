@@ -40,7 +40,7 @@ public struct PostgresQueueSource: NotificationSource {
     static let claimsAhead = 2
 
     public func produce(into sink: SourceSink) async throws {
-        var delay = Duration.milliseconds(50)
+        var failures = 0
         // Claims in flight, oldest first; emitted in that order.
         var ahead: [Task<[PostgresQueue.Claimed], any Error>] = []
         while true {
@@ -72,11 +72,12 @@ public struct PostgresQueueSource: NotificationSource {
                     rows = try await claimBatch()
                 }
                 if rows.isEmpty, ahead.isEmpty, drain, !(try await queue.hasWorkLeft(inFlight: book.leases)) { return }
-                delay = .milliseconds(50)
+                failures = 0
             } catch {
+                failures += 1
+                let delay = BackoffPolicy.queueDatabase.bound(afterFailures: failures)
                 onProblem("\(error); retrying in \(delay)")
                 await queue.waitForNotification(timeout: delay) { stopping(sink) }
-                delay = min(delay * 2, .seconds(5))
                 continue
             }
             if rows.isEmpty {

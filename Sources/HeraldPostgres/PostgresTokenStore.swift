@@ -246,7 +246,7 @@ public final class PostgresTokenStore: TokenStore, Service {
                     return p.closed
                 }
                 if closed || Task.isCancelled { return }
-                try? await Task.sleep(for: .milliseconds(min(5000, 50 << min(failures, 7))))
+                try? await Task.sleep(for: BackoffPolicy.queueDatabase.bound(afterFailures: failures))
             }
         }
     }

@@ -1,3 +1,4 @@
+import HeraldCore
 import PostgresNIO
 
 /// A queue failure, naming the database and what was being done.
@@ -44,4 +45,13 @@ public struct QueueError: Error, Sendable, CustomStringConvertible {
         default: return "\(e.code)" + (e.underlying.map { ": \($0)" } ?? "")
         }
     }
+}
+
+extension BackoffPolicy {
+    /// Between attempts while the queue's database is away (claims, the token store's writes):
+    /// 50 ms, doubling, at most 5 s.
+    static let queueDatabase = BackoffPolicy(initial: .milliseconds(50), maximum: .seconds(5))
+    /// Between attempts at writing a batch of outcomes back: at most 2 s, so that outcomes are
+    /// written soon after the database is back (their rows' leases are running).
+    static let queueOutcomes = BackoffPolicy(initial: .milliseconds(50), maximum: .seconds(2))
 }

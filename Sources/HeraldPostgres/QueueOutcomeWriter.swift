@@ -169,7 +169,7 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
     /// batch); never past a stopped run's `finish()` deadline.
     func write(_ batch: [PostgresQueue.Finished]) async {
         let clock = ContinuousClock()
-        var delay = Duration.milliseconds(50)
+        var failures = 0
         let complete = book.completing(batch)
         while true {
             do {
@@ -203,9 +203,10 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
                     }
                     return
                 }
+                failures += 1
+                let delay = BackoffPolicy.queueOutcomes.bound(afterFailures: failures)
                 onProblem("\(error); retrying in \(delay)")
                 try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(2))
             }
         }
     }
