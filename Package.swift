@@ -309,6 +309,8 @@ let package = Package(
             dependencies: [
                 "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // herald-strings on its own, and the sample package in examples/PluginSample built once broken and once fixed.

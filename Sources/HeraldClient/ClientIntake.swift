@@ -3,10 +3,10 @@ import HeraldCore
 import Synchronization
 
 /// Between `send` callers and the client's pipeline: the requests taken and
-/// not yet handed to the pipeline, the callers waiting for each outcome (by
-/// sequence number: the intake hands requests to the source in the order it
-/// numbers them, and the source's sink numbers them the same way), and the
-/// callers waiting for room.
+/// not yet handed to the pipeline (a `RequestQueue`, as `herald serve`'s), the
+/// callers waiting for each outcome (by sequence number: the queue hands
+/// requests to the source in the order it numbers them, and the source's sink
+/// numbers them the same way), and the callers waiting for room.
 ///
 /// At most `capacity` requests are taken and not yet decided: past that,
 /// callers wait (their tasks suspend; nothing is dropped), so memory stays
@@ -19,14 +19,11 @@ final class ClientIntake: Sendable {
     }
 
     struct State {
-        var queue = Deque<NotificationRequest>()
-        var next: UInt64 = 0
         /// Requests taken or with room reserved, and not yet decided.
         var undecided = 0
         var waiters: [UInt64: Waiter] = [:]
         var roomWaiters = Deque<(ticket: UInt64, count: Int, continuation: UnsafeContinuation<Void, any Error>)>()
         var nextTicket: UInt64 = 0
-        var source: UnsafeContinuation<Void, Never>?
         var closed = false
 
         /// Whether `count` more fit now (a batch larger than the capacity fits an empty pipeline).
@@ -42,6 +39,8 @@ final class ClientIntake: Sendable {
 
     let capacity: Int
     let state = Mutex(State())
+    /// The requests taken, numbered, for the pipeline's source.
+    let requests = RequestQueue()
     /// Outcomes on their way from the pipeline's observer to the callers (a lock of its own).
     let handoff = Mutex(Handoff())
 
@@ -115,32 +114,19 @@ final class ClientIntake: Sendable {
     /// Returns its sequence number, or `nil` when the intake closed meanwhile
     /// (the caller then gives its room back).
     func submit(_ request: NotificationRequest, waiter: Waiter) -> UInt64? {
-        let (sequence, source): (UInt64?, UnsafeContinuation<Void, Never>?) = state.withLock { s in
-            if s.closed { return (nil, nil) }
-            let q = s.next
-            s.next += 1
-            s.queue.append(request)
-            s.waiters[q] = waiter
-            defer { s.source = nil }
-            return (q, s.source)
-        }
-        source?.resume()
-        return sequence
+        // The waiter is registered as the request is numbered, before the source can take it.
+        let queued = requests.enqueue([request], numbered: { numbers in state.withLock { $0.waiters[numbers.lowerBound] = waiter } })
+        return try? queued.get().lowerBound
     }
 
     /// Takes a batch; `waiter(i)` waits for the i-th outcome. `nil` when closed meanwhile.
-    func submit(_ requests: [NotificationRequest], waiter: (Int) -> Waiter) -> Range<UInt64>? {
-        let (range, source): (Range<UInt64>?, UnsafeContinuation<Void, Never>?) = state.withLock { s in
-            if s.closed { return (nil, nil) }
-            let first = s.next
-            s.next += UInt64(requests.count)
-            s.queue.append(contentsOf: requests)
-            for i in requests.indices { s.waiters[first + UInt64(i)] = waiter(i) }
-            defer { s.source = nil }
-            return (first..<s.next, s.source)
-        }
-        source?.resume()
-        return range
+    func submit(_ batch: [NotificationRequest], waiter: (Int) -> Waiter) -> Range<UInt64>? {
+        let queued = requests.enqueue(batch, numbered: { numbers in
+            state.withLock { s in
+                for i in batch.indices { s.waiters[numbers.lowerBound + UInt64(i)] = waiter(i) }
+            }
+        })
+        return try? queued.get()
     }
 
     /// The caller of `sequence` is gone (cancelled): its notification goes on
@@ -224,51 +210,21 @@ final class ClientIntake: Sendable {
         for c in rooms { c.resume() }
     }
 
-    /// Up to `max` requests for the source, waiting for some; `nil` once closed and empty.
-    func take(max: Int) async -> [NotificationRequest]? {
-        while true {
-            let taken: [NotificationRequest]? = state.withLock { s in
-                guard !s.queue.isEmpty else { return s.closed ? [] : nil }
-                let n = Swift.min(max, s.queue.count)
-                defer { s.queue.removeFirst(n) }
-                return Array(s.queue.prefix(n))
-            }
-            if let taken { return taken.isEmpty ? nil : taken }
-            await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    if !s.queue.isEmpty || s.closed { return true }
-                    s.source = c
-                    return false
-                }
-                if now { c.resume() }
-            }
-        }
-    }
-
-    var isEmpty: Bool { state.withLock { $0.queue.isEmpty } }
-
     /// No new requests: callers waiting for room get ``HeraldClientError/shutDown``; what was taken goes on.
     func close() {
-        let (rooms, source) = state.withLock { s in
+        let rooms = state.withLock { s in
             s.closed = true
-            defer {
-                s.roomWaiters.removeAll()
-                s.source = nil
-            }
-            return (s.roomWaiters.map(\.continuation), s.source)
+            defer { s.roomWaiters.removeAll() }
+            return s.roomWaiters.map(\.continuation)
         }
         for c in rooms { c.resume(throwing: HeraldClientError.shutDown) }
-        source?.resume()
+        requests.close()
     }
 
     /// The pipeline stopped with requests still queued (its run was cancelled):
     /// each is recorded `failed` in `ledger`, which resumes its caller.
     func failQueued(_ ledger: OutcomeLedger, reason: OutcomeReason) {
-        let left: [(UInt64, NotificationRequest)] = state.withLock { s in
-            let first = s.next - UInt64(s.queue.count)
-            defer { s.queue.removeAll() }
-            return s.queue.enumerated().map { (first + UInt64($0.offset), $0.element) }
-        }
+        let left = requests.drain()
         guard !left.isEmpty else { return }
         ledger.enter(left.map(\.0), count: left.count)
         ledger.record(left.map { q, r in OutcomeRecord(sequence: q, line: nil, id: r.id, token: r.token, outcome: .failed(reason)) })

@@ -66,7 +66,7 @@ public final class HeraldClient: Service, Sendable {
     ) throws {
         let intake = ClientIntake(capacity: options.maxUndecided)
         let ledger = OutcomeLedger(observers: observers)
-        pipeline = try assembly.makePipeline(source: ClientSource(intake: intake), ledger: ledger, transport: transport, metrics: metrics)
+        pipeline = try assembly.makePipeline(source: intake.requests.source, ledger: ledger, transport: transport, metrics: metrics)
         // Last: a caller resumes once the token store and every observer have seen its outcome.
         ledger.addObserver(ClientObserver(intake: intake))
         self.intake = intake
@@ -171,20 +171,6 @@ final class Ticket: Sendable {
     func cancel() -> UInt64? {
         let original = value.bitwiseOr(Self.cancelledBit, ordering: .acquiringAndReleasing).oldValue
         return original == Self.unset ? nil : original
-    }
-}
-
-/// The client's intake as the pipeline's source: requests in the order the
-/// intake numbered them, flushed whenever the intake runs dry, so a lone
-/// `send` is not held back waiting for a full batch.
-struct ClientSource: NotificationSource {
-    let intake: ClientIntake
-
-    func produce(into sink: SourceSink) async throws {
-        while !sink.isStopping, let batch = await intake.take(max: 512) {
-            for r in batch { await sink.emit(r) }
-            if intake.isEmpty { await sink.flush() }
-        }
     }
 }
 

@@ -75,16 +75,12 @@ public final class PostgresQueue: Service, Sendable {
     /// already ``start()``ed (to migrate it before the service group starts)
     /// runs on in its own task: the group then only owns its stop.
     public func run() async {
-        guard started.withLock({ $0 }) == nil else {
-            await withGracefulShutdownHandler {
-                await stopped.wait()
-            } onGracefulShutdown: {
-                self.stopped.open()
-            }
-            await close()
-            return
+        await withGracefulShutdownHandler {
+            if started.withLock({ $0 }) == nil { await runPools() } else { await stopped.wait() }
+        } onGracefulShutdown: {
+            self.stopped.open()
         }
-        await runPools()
+        await close()
     }
 
     func runPools() async {
@@ -97,18 +93,15 @@ public final class PostgresQueue: Service, Sendable {
                     return
                 }
             }
-            await withGracefulShutdownHandler {
-                await stopped.wait()
-            } onGracefulShutdown: {
-                self.stopped.open()
-            }
+            await stopped.wait()
             listenRequests.continuation.finish()
             group.cancelAll()
         }
     }
 
     /// Runs the queue in a task of its own, for a one-off use (a test, a command
-    /// without a service group): ``close()`` stops it. Returns the queue.
+    /// before its service group starts): ``close()`` stops it, not a graceful
+    /// shutdown of the task that called this. Returns the queue.
     @discardableResult
     public func start() -> PostgresQueue {
         started.withLock { task in
@@ -166,101 +159,6 @@ public final class PostgresQueue: Service, Sendable {
         } catch {
             throw QueueError("\(place): migrating the queue's schema: \(QueueError.explain(error))")
         }
-    }
-
-    /// Inserts request lines as queued rows, in one `COPY` (a third cheaper for the database than an
-    /// `INSERT` of the same rows: the queue's end-to-end rate is bounded by the database's CPU); returns
-    /// how many were inserted: all of them, or an error (the `COPY` is one statement).
-    public func enqueue(_ bodies: [String]) async throws(QueueError) -> Int {
-        guard !bodies.isEmpty else { return 0 }
-        try await named("enqueueing \(bodies.count) rows") { [self] in
-            try await client.withConnection { connection in
-                try await connection.copyFrom(table: "notifications", columns: ["body"], logger: logger) { writer in
-                    var buffer = ByteBufferAllocator().buffer(capacity: 64 * 1024)
-                    for body in bodies {
-                        Self.appendCopyText(body, to: &buffer)
-                        if buffer.readableBytes >= 60 * 1024 {
-                            try await writer.write(buffer)
-                            buffer.clear()
-                        }
-                    }
-                    if buffer.readableBytes > 0 { try await writer.write(buffer) }
-                }
-            }
-        }
-        return bodies.count
-    }
-
-    /// `text` as one line of `COPY`'s text format: backslash, tab, newline and carriage return escaped.
-    package static func appendCopyText(_ text: String, to buffer: inout ByteBuffer) {
-        var text = text
-        text.withUTF8 { bytes in
-            var start = 0
-            for (i, b) in bytes.enumerated() where b == UInt8(ascii: "\\") || b == UInt8(ascii: "\t") || b == UInt8(ascii: "\n") || b == UInt8(ascii: "\r") {
-                buffer.writeBytes(UnsafeBufferPointer(rebasing: bytes[start..<i]))
-                switch b {
-                case UInt8(ascii: "\t"): buffer.writeStaticString("\\t")
-                case UInt8(ascii: "\n"): buffer.writeStaticString("\\n")
-                case UInt8(ascii: "\r"): buffer.writeStaticString("\\r")
-                default: buffer.writeStaticString("\\\\")
-                }
-                start = i + 1
-            }
-            buffer.writeBytes(UnsafeBufferPointer(rebasing: bytes[start...]))
-        }
-        buffer.writeInteger(UInt8(ascii: "\n"))
-    }
-
-    /// Deletes these leases where this worker holds them (their rows are all finished).
-    public func dropLeases(_ leases: [Int64]) async throws(QueueError) {
-        guard !leases.isEmpty else { return }
-        _ = try await named("dropping \(leases.count) finished leases") { [self] in
-            try await count(
-                "WITH d AS (DELETE FROM herald_leases WHERE lease = ANY(\(leases)::bigint[]) AND owner = \(owner) RETURNING 1) SELECT count(*) FROM d")
-        }
-    }
-
-    /// Extends these leases where this worker still holds them; returns how many it does. Only
-    /// leases in flight are renewed: one whose outcomes were written (or given up) is left to
-    /// expire, so a write lost by the database is claimed again by someone. An outcome write under
-    /// way does not hold renewal up (it locks its leases `FOR KEY SHARE`); a lease another worker's
-    /// claim is taking over at that moment is skipped, not waited for.
-    @discardableResult
-    public func renewLeases(_ leases: [Int64]) async throws(QueueError) -> Int {
-        guard !leases.isEmpty else { return 0 }
-        let lease = configuration.lease.inSeconds
-        return try await named("renewing \(leases.count) leases") { [self] in
-            try await count(
-                """
-                WITH r AS (
-                    UPDATE herald_leases SET expires = now() + make_interval(secs => \(lease))
-                    WHERE lease IN (SELECT lease FROM herald_leases
-                                    WHERE lease = ANY(\(leases)::bigint[]) AND owner = \(owner)
-                                    FOR NO KEY UPDATE SKIP LOCKED)
-                    RETURNING 1
-                ) SELECT count(*) FROM r
-                """)
-        }
-    }
-
-    /// Whether anything is left for this worker to wait for: rows after the cursor (committed or
-    /// still being inserted), or leases held by others or by no one (they end, or their time runs
-    /// out and they become this worker's to take over).
-    public func hasWorkLeft(inFlight: [Int64] = []) async throws(QueueError) -> Bool {
-        try await named("looking for work left") { [self] in
-            try await count(
-                """
-                SELECT (EXISTS (SELECT 1 FROM notifications n WHERE \(unescaped: Self.afterCursor("herald_cursor")))
-                     OR EXISTS (SELECT 1 FROM herald_leases WHERE owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[])))::int
-                """) > 0
-        }
-    }
-
-    /// Runs a statement whose one row's first column is a count.
-    func count(_ query: PostgresQuery) async throws -> Int {
-        var n = 0
-        for try await v in try await client.query(query, logger: logger).decode(Int.self) { n = v }
-        return n
     }
 
     /// The number of `NOTIFY`s seen so far, plus one each time listening (re)starts (starts listening on first use).

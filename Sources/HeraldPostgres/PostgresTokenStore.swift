@@ -96,16 +96,12 @@ public final class PostgresTokenStore: TokenStore, Service {
     /// A store already ``start()``ed runs on in its own task: the group then
     /// only owns its stop.
     public func run() async {
-        guard started.withLock({ $0 }) == nil else {
-            await withGracefulShutdownHandler {
-                await stopping.wait()
-            } onGracefulShutdown: {
-                self.stopping.open()
-            }
-            await close(timeout: closing.withLock { $0 })
-            return
+        await withGracefulShutdownHandler {
+            if started.withLock({ $0 }) == nil { await runLoops() } else { await stopping.wait() }
+        } onGracefulShutdown: {
+            self.stopping.open()
         }
-        await runLoops()
+        await close(timeout: closing.withLock { $0 })
     }
 
     func runLoops() async {
@@ -114,11 +110,7 @@ public final class PostgresTokenStore: TokenStore, Service {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.writeLoop() }
             group.addTask { await self.refreshLoop() }
-            await withGracefulShutdownHandler {
-                await stopping.wait()
-            } onGracefulShutdown: {
-                self.stopping.open()
-            }
+            await stopping.wait()
             await writePending(for: closing.withLock { $0 })
             group.cancelAll()
         }

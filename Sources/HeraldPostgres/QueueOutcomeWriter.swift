@@ -83,23 +83,29 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
     /// ``finish()`` or a graceful shutdown; returns once what was observed is
     /// written (or given up, see ``finish()``).
     public func run() async {
-        running.store(true, ordering: .releasing)
-        defer { ended.open() }
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                group.addTask { await self.renewWhileRunning() }
-                await self.writeUntilFinished()
-                group.cancelAll()
-            }
+            await runLoops()
         } onGracefulShutdown: {
             self.requestFinish()
         }
     }
 
-    /// Runs the writer in a task of its own (``finish()`` ends it).
+    func runLoops() async {
+        running.store(true, ordering: .releasing)
+        defer { ended.open() }
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.renewWhileRunning() }
+            await self.writeUntilFinished()
+            group.cancelAll()
+        }
+    }
+
+    /// Runs the writer in a task of its own, until ``finish()``: not stopped by
+    /// a graceful shutdown of the service that starts it (a task inherits its
+    /// creator's shutdown; the writer must outlast the pipeline's drain).
     public func start() {
         started.withLock { task in
-            if task == nil { task = Task { await self.run() } }
+            if task == nil { task = Task { await self.runLoops() } }
         }
     }
 

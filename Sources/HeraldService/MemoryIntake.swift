@@ -1,22 +1,22 @@
 import HeraldCore
 
-/// `herald serve`'s intake without a queue: requests wait in memory
-/// (``ServiceIntake``, bounded), ids are the pipeline's sequence numbers,
+/// `herald serve`'s intake without a queue: requests wait in memory (a
+/// `RequestQueue`, at most `queueCapacity`), ids are the pipeline's sequence numbers,
 /// `Idempotency-Key`s are remembered for this process's life
 /// (``IdempotencyKeys``) and outcomes for `GET` are kept by the
 /// ``OutcomeIndex``. What is still queued when the pipeline stops is recorded
 /// failed.
 final class MemoryIntake: NotificationIntake {
-    let queue: ServiceIntake
+    let queue = RequestQueue()
+    let capacity: Int
     let idempotency: IdempotencyKeys
     let outcomes: OutcomeIndex
-    let source: any NotificationSource
+    var source: any NotificationSource { queue.source }
 
     init(configuration: ServiceConfiguration, outcomes: OutcomeIndex) {
-        queue = ServiceIntake(capacity: configuration.queueCapacity)
+        capacity = configuration.queueCapacity
         idempotency = IdempotencyKeys(window: configuration.idempotencyWindow, capacity: configuration.idempotencyKeys)
         self.outcomes = outcomes
-        source = IntakeSource(intake: queue)
     }
 
     func submit(_ batch: IntakeBatch, key: IdempotencyKey?) async -> IntakeAnswer {
@@ -28,7 +28,11 @@ final class MemoryIntake: NotificationIntake {
             case .inProgress: return .keyInProgress
             }
         }
-        let result = queue.submit(batch.requests)
+        let capacity = capacity, count = batch.count
+        // A batch is taken whole or refused whole: one that could never fit is told so.
+        let result = queue.enqueue(batch.requests, refuse: { depth in
+            count > capacity ? .tooLarge(capacity: capacity) : depth + count > capacity ? .full : nil
+        })
         if let key {
             if case .success(let ids) = result { idempotency.finish(key, ids: ids) } else { idempotency.release(key) }
         }
