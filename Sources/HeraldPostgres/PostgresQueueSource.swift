@@ -41,6 +41,11 @@ public struct PostgresQueueSource: NotificationSource {
 
     public func produce(into sink: SourceSink) async throws {
         var failures = 0
+        // Claims in a row that found nothing: the wait after each grows from a few milliseconds to
+        // `poll`. A claim finds nothing while another worker's claim holds the rows after the
+        // cursor as well as when the queue is empty; waiting a whole `poll` for a NOTIFY (only
+        // inserts send one) left a queued backlog to whichever worker claimed first.
+        var emptyClaims = 0
         // Claims in flight, oldest first; emitted in that order.
         var ahead: [Task<[PostgresQueue.Claimed], any Error>] = []
         while true {
@@ -82,10 +87,13 @@ public struct PostgresQueueSource: NotificationSource {
             }
             if rows.isEmpty {
                 if ahead.isEmpty {
-                    await queue.waitForNotification(timeout: queue.configuration.poll, since: notified) { stopping(sink) }
+                    emptyClaims += 1
+                    let wait = BackoffPolicy(initial: .milliseconds(5), maximum: queue.configuration.poll).bound(afterFailures: emptyClaims)
+                    await queue.waitForNotification(timeout: wait, since: notified) { stopping(sink) }
                 }
                 continue
             }
+            emptyClaims = 0
             // A full batch: more are likely waiting. Claimed rows are in the book as soon as claimed:
             // a batch waiting here (the worker at its limit, the pipeline full) has its leases renewed
             // like the rows in flight, or another worker would take it over once the lease ran out,
