@@ -221,13 +221,4 @@ final class ClientIntake: Sendable {
         requests.close()
     }
 
-    /// The pipeline stopped with requests still queued (its run was cancelled):
-    /// each is recorded `failed` in `ledger`, which resumes its caller.
-    func failQueued(_ ledger: OutcomeLedger, reason: OutcomeReason) {
-        let left = requests.drain()
-        guard !left.isEmpty else { return }
-        ledger.enter(left.map(\.0), count: left.count)
-        ledger.record(left.map { q, r in OutcomeRecord(sequence: q, line: nil, id: r.id, token: r.token, outcome: .failed(reason)) })
-    }
-
 }

@@ -96,7 +96,8 @@ public final class HeraldClient: Service, Sendable {
                 failure = error
             }
             intake.close()
-            intake.failQueued(ledger, reason: OutcomeReason(.abandoned, "the Herald client stopped before sending it"))
+            // Requests the pipeline never took (its run was cancelled) end failed, which resumes their callers.
+            intake.requests.failQueued(ledger, reason: OutcomeReason(.abandoned, "the Herald client stopped before sending it"))
             intake.endResuming()
         }
         if let failure { throw failure }

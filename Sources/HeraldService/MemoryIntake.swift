@@ -56,10 +56,7 @@ final class MemoryIntake: NotificationIntake {
     var isClosed: Bool { queue.isClosed }
 
     func pipelineStopped(ledger: OutcomeLedger, reason: OutcomeReason) async -> String? {
-        let left = queue.drain()
-        guard !left.isEmpty else { return nil }
-        ledger.enter(left.map(\.0), count: left.count)
-        ledger.record(left.map { id, r in OutcomeRecord(sequence: id, line: nil, id: r.id, token: r.token, outcome: .failed(reason)) })
-        return "\(left.count) queued requests were never sent; they are recorded as failed"
+        let left = queue.failQueued(ledger, reason: reason)
+        return left == 0 ? nil : "\(left) queued requests were never sent; they are recorded as failed"
     }
 }

@@ -54,13 +54,19 @@ package final class RequestQueue: Sendable {
         taker?.resume()
     }
 
-    /// Empties the queue: what is left, with its numbers (the pipeline stopped without it).
-    package func drain() -> [(UInt64, NotificationRequest)] {
-        state.withLock { s in
+    /// Empties the queue, recording what was left (the pipeline stopped without
+    /// it) into `ledger` as failed with `reason`, under its numbers. Returns how many.
+    @discardableResult
+    package func failQueued(_ ledger: OutcomeLedger, reason: OutcomeReason) -> Int {
+        let left = state.withLock { s in
             let first = s.next - UInt64(s.queue.count)
             defer { s.queue.removeAll() }
             return s.queue.enumerated().map { (first + UInt64($0.offset), $0.element) }
         }
+        guard !left.isEmpty else { return 0 }
+        ledger.enter(left.map(\.0), count: left.count)
+        ledger.record(left.map { q, r in OutcomeRecord(sequence: q, line: nil, id: r.id, token: r.token, outcome: .failed(reason)) })
+        return left.count
     }
 
     /// Up to `max` queued requests, waiting for some; `nil` once closed and empty.
@@ -90,7 +96,7 @@ package final class RequestQueue: Sendable {
     /// Emits queued requests in order, and flushes whenever the queue runs dry,
     /// so a lone request is not held back waiting for a full batch. The
     /// pipeline stopping (a second signal abandons it) ends it at once: what is
-    /// left stays queued, for its owner to record (``drain()``).
+    /// left stays queued, for its owner to record (``failQueued(_:reason:)``).
     package struct Source: NotificationSource {
         let queue: RequestQueue
         package func produce(into sink: SourceSink) async throws {
