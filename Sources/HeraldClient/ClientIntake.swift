@@ -142,9 +142,10 @@ final class ClientIntake: Sendable {
 
     // MARK: The pipeline
 
-    /// Outcomes decided, from the pipeline's observer: handed to ``resumeCallers()``,
-    /// so the transport's thread (an event loop, for a network transport) only
-    /// appends them, and never does the lookups, resumptions and wake-ups itself.
+    /// Outcomes decided, from the pipeline's observer (the ledger's relay task):
+    /// handed to ``resumeCallers()``, so the lookups, resumptions and wake-ups run
+    /// on another core beside the relay. (Resuming on the relay's task instead
+    /// measured 0.92-0.96 of the file path, against 1.01 with this hand-off.)
     func decided(_ records: [OutcomeRecord]) {
         let wake = handoff.withLock { h -> UnsafeContinuation<Void, Never>? in
             h.batches.append(records)
