@@ -182,20 +182,10 @@ struct BenchQueue: AsyncParsableCommand {
         }
         let script = dir + "/claim-and-finish.sql"
         try """
-            WITH c AS (SELECT xid, id FROM herald_cursor FOR UPDATE),
-            picked AS (
-                SELECT n.xid, n.id, n.body FROM notifications n
-                WHERE \(PostgresQueue.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
-                ORDER BY n.xid, n.id LIMIT 500),
-            last AS (SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1),
-            moved AS (UPDATE herald_cursor SET xid = p.xid, id = p.id FROM last p RETURNING 1),
-            fresh AS (
-                INSERT INTO herald_leases (lo_xid, lo_id, hi_xid, hi_id, owner, expires, claim_token)
-                SELECT c.xid, c.id, p.xid, p.id, 'pgbench', now() + interval '30 seconds', 1 FROM c, last p
-                RETURNING lease)
-            SELECT coalesce((SELECT lease FROM fresh), 0) AS lease,
-                   quote_literal(coalesce((SELECT array_agg(id ORDER BY xid, id) FROM picked), '{}')::text) AS ids,
-                   (SELECT sum(length(body)) FROM picked) AS bytes \\gset
+            WITH c AS (SELECT * FROM herald_claim_rows('pgbench', 30, 1, 500))
+            SELECT coalesce((SELECT lease FROM c), 0) AS lease,
+                   quote_literal(coalesce((SELECT ids FROM c), '{}')::text) AS ids,
+                   (SELECT sum(length(b)) FROM c, unnest(c.bodies) AS b) AS bytes \\gset
             WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
             w AS (INSERT INTO herald_outcomes (lease, first_id, ids, outcome, attempts, owner)
                   SELECT :lease, (:ids::bigint[])[1], :ids::bigint[], 'accepted', 1, 'pgbench' WHERE :lease <> 0

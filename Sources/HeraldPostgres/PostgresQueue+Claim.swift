@@ -26,9 +26,10 @@ extension PostgresQueue {
     /// worker alone on the queue takes those back too. Of a lease taken over, only the rows with
     /// no outcome yet come back, their attempt counted.
     ///
-    /// New rows are those after the cursor (`herald_cursor`) in `(xid, id)` order, of
-    /// transactions older than any still running: every row committed later lies after them, so
-    /// the cursor never passes one. Rows are never updated; a claim inserts one lease row.
+    /// New rows are taken in batches (`herald_cursor`, schema 9): a batch is every row of the
+    /// transactions that committed between two snapshots, so a row is claimable as soon as its
+    /// transaction commits, whatever else is still open, and one that commits late falls in a
+    /// later batch. Rows are never updated; a claim inserts one lease row.
     ///
     /// The lease is marked with `token` (``nextClaimToken()``): if the claim's answer is lost,
     /// ``recoverClaims(_:)`` finds it again, so this worker sends its rows once instead of
@@ -95,16 +96,15 @@ extension PostgresQueue {
     }
 
     /// The rows of the lease `lease` (a row of `herald_leases`, or of a CTE returning its columns),
-    /// whichever way it names them: its range or its ids (`herald_lease_rows`, schema 6).
+    /// whichever way it names them: its ids, its place in a batch (schema 9) or its range
+    /// (`herald_lease_rows`).
     package static func leaseRows(of lease: String) -> String {
-        "herald_lease_rows(\(lease).ids, \(lease).lo_xid, \(lease).lo_id, \(lease).hi_xid, \(lease).hi_id)"
+        "herald_lease_rows(\(lease).ids, \(lease).lo_xid, \(lease).lo_id, \(lease).hi_xid, \(lease).hi_id, \(lease).lo_snap, \(lease).hi_snap)"
     }
 
-    /// The rows after the cursor whose values come from `cursor` (a table or CTE with `xid, id`).
-    /// As sub-selects the values reach the `(xid, id)` index scan as parameters; as a join,
-    /// PostgreSQL would scan the index from its start and filter.
-    package static func afterCursor(_ cursor: String) -> String {
-        "(n.xid, n.id) > ((SELECT xid FROM \(cursor)), (SELECT id FROM \(cursor)))"
+    /// Rows no claim has taken yet, committed ones (`herald_unclaimed`, schema 9), at most `limit` (all: nil).
+    package static func unclaimed(limit: Int? = nil) -> String {
+        "herald_unclaimed(\(limit.map(String.init) ?? "NULL"))"
     }
 
     /// Claimed rows from a statement's answer: a row per lease (`lease, attempts, ids, bodies`; a
@@ -149,35 +149,10 @@ extension PostgresQueue {
                                   WHERE expires < now() AND (owner <> $1 OR NOT lease = ANY($4::bigint[]))
                                   ORDER BY expires LIMIT 2 FOR UPDATE SKIP LOCKED)
                 RETURNING l.*
-            ), c AS (
-                -- Locked only when a row waits after it: a claim that finds nothing neither queues
-                -- behind a claim in progress (idle workers all claim on each NOTIFY) nor writes (a
-                -- row lock takes a transaction id, and a WAL flush at commit).
-                SELECT k.xid, k.id FROM herald_cursor k
-                WHERE EXISTS (SELECT 1 FROM notifications n
-                              WHERE (n.xid, n.id) > (k.xid, k.id) AND n.xid < pg_snapshot_xmin(pg_current_snapshot()))
-                FOR UPDATE
-            ), picked AS (
-                SELECT n.xid, n.id, n.body FROM notifications n
-                WHERE \(PostgresQueue.afterCursor("c")) AND n.xid < pg_snapshot_xmin(pg_current_snapshot())
-                ORDER BY n.xid, n.id LIMIT $5
-            ), last AS (
-                SELECT xid, id FROM picked ORDER BY xid DESC, id DESC LIMIT 1
-            ), moved AS (
-                UPDATE herald_cursor SET xid = p.xid, id = p.id FROM last p RETURNING 1
-            ), fresh AS (
-                -- The rows picked are exactly those after the cursor up to the last of them.
-                INSERT INTO herald_leases (lo_xid, lo_id, hi_xid, hi_id, owner, expires, claim_token)
-                SELECT c.xid, c.id, p.xid, p.id, $1, now() + make_interval(secs => $2), $3
-                FROM c, last p
-                RETURNING lease, attempts
             )
-            -- Both arrays in one pass over the rows, so ids[k] is bodies[k]'s row; unsorted, since
-            -- claimed() puts the rows in order. An ORDER BY inside each aggregate read the rows
-            -- twice and sorted them twice: pgbench timed the select of 1,000 rows at 2.1-2.3 ms
-            -- that way, 1.5-1.6 ms in one pass (sorted once).
-            SELECT f.lease, f.attempts, a.ids, a.bodies
-            FROM fresh f, (SELECT array_agg(id) AS ids, array_agg(body) AS bodies FROM picked) a
+            -- New rows (herald_claim_rows, schema 9: the batch being claimed, see docs/scale-out.md),
+            -- then the unfinished rows of the leases taken over.
+            SELECT f.lease, f.attempts, f.ids, f.bodies FROM herald_claim_rows($1, $2, $3, $5) f
             UNION ALL
             \(PostgresQueue.unfinishedRows(of: "taken"))
             """

@@ -167,7 +167,7 @@ extension PostgresQueue {
                 -- A range lease becomes a lease of the ids left.
                 UPDATE herald_leases l
                 SET ids = ARRAY(SELECT x FROM \(PostgresQueue.leaseRows(of: "l")) AS x WHERE NOT x = ANY($12::bigint[])),
-                    lo_xid = NULL, lo_id = NULL, hi_xid = NULL, hi_id = NULL
+                    lo_xid = NULL, lo_id = NULL, hi_xid = NULL, hi_id = NULL, lo_snap = NULL, hi_snap = NULL
                 WHERE cardinality($12::bigint[]) > 0 AND l.lease IN (SELECT lease FROM mine) AND l.owner = $1 AND NOT l.lease = ANY($13::bigint[])
                   AND EXISTS (SELECT 1 FROM \(PostgresQueue.leaseRows(of: "l")) AS x WHERE x = ANY($12::bigint[]))
             ), dropped AS (

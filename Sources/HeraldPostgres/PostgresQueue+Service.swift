@@ -35,7 +35,7 @@ extension PostgresQueue {
             // Rows after the cursor, and rows in leases no one holds (given back, or from before version 5).
             try await count(
                 """
-                SELECT (SELECT count(*) FROM notifications n WHERE \(unescaped: Self.afterCursor("herald_cursor")))
+                SELECT (SELECT count(*) FROM \(unescaped: Self.unclaimed()))
                      + (SELECT count(*) FROM herald_leases l, \(unescaped: Self.leaseRows(of: "l")) WHERE l.owner = '')
                 """)
         }
@@ -69,10 +69,12 @@ extension PostgresQueue {
                     SELECT * FROM herald_outcomes WHERE \(unescaped: QueueSchema.outcomeSpan) @> n.id AND n.id = ANY(ids) LIMIT 1
                 ) o ON true
                 LEFT JOIN LATERAL (
-                    -- The lease holding it: the range test written out (one comparison per lease, where
+                    -- The lease holding it: the range test written out (a few comparisons per lease, where
                     -- leaseRows(of:) would list each range's rows).
                     SELECT owner, attempts FROM herald_leases
-                    WHERE n.id = ANY(ids) OR (hi_xid IS NOT NULL AND (n.xid, n.id) > (lo_xid, lo_id) AND (n.xid, n.id) <= (hi_xid, hi_id))
+                    WHERE n.id = ANY(ids)
+                       OR (hi_xid IS NOT NULL AND (n.xid, n.id) > (lo_xid, lo_id) AND (n.xid, n.id) <= (hi_xid, hi_id)
+                           AND (lo_snap IS NULL OR (pg_visible_in_snapshot(n.xid, hi_snap) AND NOT pg_visible_in_snapshot(n.xid, lo_snap))))
                     ORDER BY lease DESC LIMIT 1
                 ) l ON o.outcome IS NULL
                 WHERE n.id = \(id)
@@ -104,7 +106,7 @@ extension PostgresQueue {
     package func removeEveryRow() async throws(QueueError) {
         try await named("emptying the queue") { [self] in
             _ = try await client.query("TRUNCATE notifications, herald_outcomes, herald_leases", logger: logger).collect()
-            _ = try await client.query("UPDATE herald_cursor SET xid = '0', id = 0", logger: logger).collect()
+            _ = try await client.query(PostgresQuery(unsafeSQL: QueueSchema.rewind), logger: logger).collect()
         }
     }
 }

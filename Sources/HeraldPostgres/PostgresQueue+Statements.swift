@@ -79,14 +79,14 @@ extension PostgresQueue {
         }
     }
 
-    /// Whether anything is left for this worker to wait for: rows after the cursor (committed or
-    /// still being inserted), or leases held by others or by no one (they end, or their time runs
+    /// Whether anything is left for this worker to wait for: rows no claim has taken (committed
+    /// ones), or leases held by others or by no one (they end, or their time runs
     /// out and they become this worker's to take over).
     public func hasWorkLeft(inFlight: [Int64] = []) async throws(QueueError) -> Bool {
         try await named("looking for work left") { [self] in
             try await count(
                 """
-                SELECT (EXISTS (SELECT 1 FROM notifications n WHERE \(unescaped: Self.afterCursor("herald_cursor")))
+                SELECT (EXISTS (SELECT 1 FROM \(unescaped: Self.unclaimed(limit: 1)))
                      OR EXISTS (SELECT 1 FROM herald_leases WHERE owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[])))::int
                 """) > 0
         }

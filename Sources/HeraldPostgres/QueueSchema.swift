@@ -298,6 +298,7 @@ public enum QueueSchema {
                 """,
                 "CREATE INDEX herald_idempotency_created ON herald_idempotency (created_at)",
             ]),
+        snapshotClaims,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.

@@ -114,9 +114,9 @@ func tally(_ cluster: PostgresCluster, _ database: String) async throws -> [Stri
     return out
 }
 
-/// A claim of rows just enqueued, tried again until it returns some: a claim takes only rows of
-/// transactions older than every write transaction still running in the cluster, and the tests
-/// share one cluster, so rows can wait a moment behind another test's transaction.
+/// A claim of rows just enqueued, tried again until it returns some (for 30 s at most). Since schema
+/// 9 a committed row is claimable at once; before, it waited behind any older transaction still
+/// running in the cluster, another test's included.
 func claimSoon(_ queue: PostgresQueue, limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws -> [PostgresQueue.Claimed] {
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(30)
@@ -124,5 +124,44 @@ func claimSoon(_ queue: PostgresQueue, limit: Int, inFlight: [Int64] = [], token
         let rows = try await queue.claim(limit: limit, inFlight: inFlight, token: token).rows
         if !rows.isEmpty || clock.now > deadline { return rows }
         try await Task.sleep(for: .milliseconds(20))
+    }
+}
+
+/// One worker (the default pipeline, the in-memory simulator) running on `queue` without `--drain`,
+/// until ``stop()``: for tests that feed it while it runs.
+struct RunningWorker {
+    let writer: QueueOutcomeWriter
+    let pipeline: Pipeline
+    let run: Task<WorkerRun, any Error>
+
+    init(_ queue: PostgresQueue, problems: ProblemLog = ProblemLog()) throws {
+        let (source, writer) = queue.worker(drain: false) { problems.add($0) }
+        let pipeline = try HeraldAssembly.configured(HeraldConfiguration()).makePipeline(source: source, ledger: OutcomeLedger(observers: [writer]))
+        writer.start()
+        self.writer = writer
+        self.pipeline = pipeline
+        run = Task {
+            let snapshot = try await pipeline.run()
+            return WorkerRun(snapshot: snapshot, report: await writer.finish())
+        }
+    }
+
+    /// Outcomes written so far.
+    var written: Int { writer.report.written }
+
+    /// Waits until `count` outcomes are written, or `timeout` passes; whether they were.
+    func waitForWritten(_ count: Int, timeout: Duration) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while written < count {
+            if ContinuousClock.now > deadline { return false }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
+    /// Shuts the pipeline down (what is in flight drains, every outcome is written) and returns the run.
+    func stop() async throws -> WorkerRun {
+        pipeline.shutdown()
+        return try await run.value
     }
 }

@@ -96,6 +96,43 @@ struct SchemaTests {
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
     }
 
+    @Test("a queue at version 8 moves to version 9 (claims by snapshot): leases keep their ranges, rows after the old cursor are queued, a transaction open across the migration is sent once, every row once")
+    func fromVersion8() async throws {
+        let (cluster, db) = try await freshDatabase()
+        // Version 8 as an older herald left it: rows 1-10 from one transaction; lease 1 (rows 1-4, a
+        // range) expired, its worker gone after writing row 1's outcome; lease 2 (rows 5 and 6) expired
+        // unwritten; the cursor after row 6; rows 7-10 queued after it.
+        var setup = schema(at: 8)
+        setup += requestLines(10).lines.map { "INSERT INTO notifications (body) VALUES ($b$\($0)$b$);\n" }.joined()
+        setup += """
+            INSERT INTO herald_leases (lo_xid, lo_id, hi_xid, hi_id, owner, expires, attempts)
+            SELECT xid, 0, xid, 4, 'old', '-infinity'::timestamptz, 1 FROM notifications WHERE id = 1
+            UNION ALL SELECT xid, 4, xid, 6, 'old', '-infinity', 1 FROM notifications WHERE id = 1;
+            INSERT INTO herald_outcomes (lease, first_id, ids, outcome, attempts, owner) VALUES (1, 1, '{1}', 'accepted', 1, 'old');
+            UPDATE herald_cursor SET xid = (SELECT xid FROM notifications WHERE id = 6), id = 6;
+            """
+        try await cluster.psql(db, setup)
+
+        // A transaction that took its id before the migration and inserts a row after it.
+        let line = requestLines(11).lines[10]
+        async let straggler = cluster.psql(
+            db, "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(1.5); INSERT INTO notifications (body) VALUES ($b$\(line)$b$); COMMIT;")
+        try await Task.sleep(for: .milliseconds(500))
+
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new").start()
+        #expect(try await queue.migrate() == QueueSchema.Result(from: 8, to: QueueSchema.latestVersion))
+        _ = try await straggler
+        await #expect(try tally(cluster, db) == ["done|accepted": 1, "leased|-": 5, "queued|-": 5])
+        #expect(try await queue.queuedCount() == 5)
+        let run = try await drainWorker(queue)
+        await queue.close()
+        #expect(run.report.written == 10 && run.report.possibleDuplicates == 5 && run.snapshot.isBalanced, "\(run.report)")
+        await #expect(try tally(cluster, db) == ["done|accepted": 11])
+        await #expect(try cluster.psql(db, "SELECT string_agg(id || ':' || attempts || ':' || possible_duplicate, ',' ORDER BY id) FROM herald_rows")
+            == "1:1:false,2:2:true,3:2:true,4:2:true,5:2:true,6:2:true,7:1:false,8:1:false,9:1:false,10:1:false,11:1:false")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
+    }
+
     @Test("a queue at version 5 moves to version 6: each outcome becomes a group of one under the lease holding its row, so a claim taking that lease over sends only the rows without one")
     func fromVersion5() async throws {
         let (cluster, db) = try await freshDatabase()

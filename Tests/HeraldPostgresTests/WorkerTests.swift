@@ -57,7 +57,7 @@ struct WorkerTests {
         let found = try await queue.recoverClaims([token, queue.nextClaimToken()]).rows
         #expect(found == claimed && found.map(\.id) == Array(1...20) && found.allSatisfy { $0.attempts == 1 })
         // Back to the start: no lease, the cursor before the first row.
-        try await cluster.psql(db, "DELETE FROM herald_leases; UPDATE herald_cursor SET xid = '0', id = 0")
+        try await cluster.psql(db, "DELETE FROM herald_leases; " + QueueSchema.rewind)
 
         // The worker: three claims commit and lose their answer (the lease is 30 s: waiting it out would take that long).
         queue.loseClaimAnswers.store(3, ordering: .relaxed)
@@ -217,7 +217,7 @@ struct WorkerTests {
         #expect(again.written == 2 && again.released == 0, "\(again)")
         // The row given back is in one lease, not two.
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases l, \(PostgresQueue.leaseRows(of: "l")) AS u(id) WHERE u.id = \(held[0].id)") == "1")
-        try await cluster.psql(db, "DELETE FROM herald_outcomes; DELETE FROM herald_leases; UPDATE herald_cursor SET xid = '0', id = 0")
+        try await cluster.psql(db, "DELETE FROM herald_outcomes; DELETE FROM herald_leases; " + QueueSchema.rewind)
 
         // The worker: three writes commit and lose their answer; each is retried, and counted once.
         queue.loseWriteAnswers.store(3, ordering: .relaxed)

@@ -153,10 +153,17 @@ public final class PostgresCluster: Sendable {
     /// Runs SQL with psql on `database`; returns its unaligned, tuples-only output (`|` between columns).
     @discardableResult
     public func psqlBlocking(_ database: String, _ sql: String) throws -> String {
+        try psqlBlocking(database, commands: [sql])
+    }
+
+    /// Runs each command in turn in one psql session (one `-c` each: SQL, or one backslash command
+    /// such as `\! sleep 60`, during which a transaction begun before stays open, idle).
+    @discardableResult
+    public func psqlBlocking(_ database: String, commands: [String]) throws -> String {
         let r = try runProcessBlocking(
             URL(fileURLWithPath: "\(bin)/psql"),
-            ["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", host, "-p", "\(port)", "-U", user, "-d", database, "-c", sql])
-        guard r.status == 0 else { throw ExternalServerError(message: "psql on \(database): \(sql.prefix(200)): \(r.stderr)") }
+            ["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-h", host, "-p", "\(port)", "-U", user, "-d", database] + commands.flatMap { ["-c", $0] })
+        guard r.status == 0 else { throw ExternalServerError(message: "psql on \(database): \(commands.joined(separator: "; ").prefix(200)): \(r.stderr)") }
         return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -164,6 +171,12 @@ public final class PostgresCluster: Sendable {
     @discardableResult
     public func psql(_ database: String, _ sql: String) async throws -> String {
         try await offPool { try self.psqlBlocking(database, sql) }
+    }
+
+    /// `psql(_:commands:)` from a task.
+    @discardableResult
+    public func psql(_ database: String, commands: [String]) async throws -> String {
+        try await offPool { try self.psqlBlocking(database, commands: commands) }
     }
 
     /// `createDatabase` from a task.

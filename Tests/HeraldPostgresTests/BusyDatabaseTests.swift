@@ -1,0 +1,138 @@
+import Foundation
+import HeraldCore
+import HeraldTestSupport
+import Synchronization
+import Testing
+
+@testable import HeraldPostgres
+
+/// Issue 28, item 1: the queue inside a busy application database. A claim used to take only rows
+/// of transactions older than every write transaction still running on the server, so one
+/// transaction left open anywhere held every newer row back for as long as it stayed open. Claims
+/// now take batches between two snapshots (schema 9, docs/scale-out.md "The claim").
+@Suite("The queue inside a busy application database", .serialized, .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
+struct BusyDatabaseTests {
+    @Test("a write transaction left idle for 60 s: the rows committed meanwhile are sent at least at 95% of the same run's rate without it; its own rows, committed late, are sent once; nothing lost")
+    func idleWriter() async throws {
+        let (cluster, db) = try await freshDatabase()
+        var c = queueConfiguration(cluster, db)
+        c.batch = PostgresQueueConfiguration().batch
+        c.poll = PostgresQueueConfiguration().poll
+        let queue = PostgresQueue(configuration: c, owner: "busy-worker").start()
+        try await queue.migrate()
+        let producer = PostgresQueue(configuration: c, owner: "producer").start()
+        let worker = try RunningWorker(queue)
+        // An application's outbox: two sessions, each a transaction of 20 rows every 10 ms (4,000 rows a second).
+        let feed = Feed()
+        let producing = Task { try await feed.run(producer, sessions: 2, rowsPerTransaction: 20, every: .milliseconds(10)) }
+        let clock = ContinuousClock()
+        func rate(over period: Duration) async throws -> Double {
+            let (before, start) = (worker.written, clock.now)
+            try await Task.sleep(for: period)
+            return Double(worker.written - before) / (clock.now - start).inSeconds
+        }
+        try await Task.sleep(for: .seconds(3))
+        let without = try await rate(over: .seconds(30))
+
+        // The idle writer: a transaction inserts 10 rows (so it has an xid), then its session sits
+        // idle in that transaction for a minute before it commits.
+        let values = requestLines(10).lines.map { "($b$\($0)$b$)" }.joined(separator: ",")
+        let holder = Task {
+            try await cluster.psql(db, commands: ["BEGIN", "INSERT INTO notifications (body) VALUES \(values) RETURNING id", "\\! sleep 62", "COMMIT"])
+        }
+        let idle = "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' AND backend_xid IS NOT NULL"
+        let deadline = clock.now + .seconds(10)
+        while try await cluster.psql(db, idle) == "0" {
+            #expect(clock.now < deadline, "the idle writer never showed in pg_stat_activity")
+            if clock.now > deadline { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let with = try await rate(over: .seconds(60))
+        let held = try await holder.value.split(separator: "\n").compactMap { Int64($0) }
+        feed.stop()
+        let produced = try await producing.value
+        print("idle writer: \(Int(without)) rows/s without it, \(Int(with)) rows/s during its 60 s (\(String(format: "%.3f", with / without))×)")
+        #expect(with >= 0.95 * without, "\(Int(with)) rows/s with a transaction idle, \(Int(without)) without")
+        #expect(held.count == 10)
+
+        let total = produced + held.count
+        let all = try await worker.waitForWritten(total, timeout: .seconds(30))
+        let run = try await worker.stop()
+        await producer.close()
+        await queue.close()
+        #expect(all && run.report.written == total && run.report.possibleDuplicates == 0 && run.snapshot.isBalanced, "\(run.report)")
+        await #expect(try tally(cluster, db) == ["done|accepted": total])
+        let ids = held.map(String.init).joined(separator: ",")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE id IN (\(ids)) AND state = 'done' AND attempts = 1 AND NOT possible_duplicate") == "10")
+    }
+
+    @Test("transactions inserting rows commit out of order, some late, some rolled back, while two workers claim: every committed row is sent exactly once", arguments: 0..<3)
+    func outOfOrderCommits(seed: UInt64) async throws {
+        let (cluster, db) = try await freshDatabase()
+        let a = try await openQueue(cluster, db, owner: "worker-a", batch: 7)
+        let b = try await openQueue(cluster, db, owner: "worker-b", batch: 7)
+        let workers = try [RunningWorker(a), RunningWorker(b)]
+        // Eight sessions, 25 transactions each of 5 rows: each takes its xid first or last (inserting
+        // before or after its pause), pauses 0-80 ms (one in each session pauses 1.5 s), and commits,
+        // or one in five rolls back.
+        var generator = SeededGenerator(seed: seed)
+        let line = requestLines(1).lines[0]
+        let insert = "INSERT INTO notifications (body) SELECT $b$\(line)$b$ FROM generate_series(1, 5)"
+        var sessions: [[String]] = []
+        for _ in 0..<8 {
+            var commands: [String] = []
+            let slow = Int(generator.next() % 25)
+            for t in 0..<25 {
+                let pause = "SELECT pg_sleep(\(t == slow ? 1.5 : Double(generator.next() % 80) / 1000))"
+                commands += ["BEGIN"] + (generator.next() % 2 == 0 ? [insert, pause] : [pause, insert])
+                commands.append(generator.next() % 5 == 0 ? "ROLLBACK" : "COMMIT")
+            }
+            sessions.append(commands)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for commands in sessions { group.addTask { try await cluster.psql(db, commands: commands) } }
+            try await group.waitForAll()
+        }
+        let committed = Int(try await cluster.psql(db, "SELECT count(*) FROM notifications")) ?? -1
+        #expect(committed > 0 && committed % 5 == 0)
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(30)
+        while workers.reduce(0, { $0 + $1.written }) < committed && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        var written = 0
+        for w in workers {
+            let run = try await w.stop()
+            written += run.report.written
+            #expect(run.report.possibleDuplicates == 0 && run.snapshot.isBalanced, "\(run.report)")
+        }
+        await a.close()
+        await b.close()
+        #expect(written == committed, "seed \(seed): \(written) outcomes for \(committed) committed rows")
+        await #expect(try tally(cluster, db) == ["done|accepted": committed])
+    }
+}
+
+/// Producers inserting at a steady pace until ``stop()``: `sessions` at once, each a transaction of
+/// `rowsPerTransaction` rows every `every` (on a schedule: one that falls behind catches up).
+final class Feed: Sendable {
+    private let stopped = Atomic<Bool>(false)
+
+    func stop() { stopped.store(true, ordering: .relaxed) }
+
+    /// The rows inserted.
+    func run(_ queue: PostgresQueue, sessions: Int, rowsPerTransaction: Int, every interval: Duration) async throws -> Int {
+        let lines = requestLines(rowsPerTransaction).lines
+        return try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<sessions {
+                group.addTask {
+                    var (inserted, next) = (0, ContinuousClock.now)
+                    while !self.stopped.load(ordering: .relaxed) {
+                        inserted += try await queue.enqueue(lines)
+                        next += interval
+                        if next > .now { try await Task.sleep(until: next) }
+                    }
+                    return inserted
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+    }
+}
