@@ -70,6 +70,7 @@ extension PostgresQueue {
                 return .enqueued(ids)
             }
         }
+        if case .enqueued = result { wakeWorkers() }
         await forgetExpiredKeys(window: window)
         return result
     }

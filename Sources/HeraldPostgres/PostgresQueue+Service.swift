@@ -8,9 +8,11 @@ extension PostgresQueue {
     /// the rows inserted with them, in one transaction.
     public func enqueueReturningIDs(_ bodies: [String]) async throws(QueueError) -> [Int64] {
         guard !bodies.isEmpty else { return [] }
-        return try await named("enqueueing \(bodies.count) rows") { [self] in
+        let ids = try await named("enqueueing \(bodies.count) rows") { [self] in
             try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, on: connection) }
         }
+        wakeWorkers()
+        return ids
     }
 
     /// Takes ids from the sequence for `bodies` and inserts them as queued rows (in the caller's transaction).

@@ -6,7 +6,8 @@ import PostgresNIO
 extension PostgresQueue {
     /// Inserts request lines as queued rows, in one `COPY` (a third cheaper for the database than an
     /// `INSERT` of the same rows: the queue's end-to-end rate is bounded by the database's CPU); returns
-    /// how many were inserted: all of them, or an error (the `COPY` is one statement).
+    /// how many were inserted: all of them, or an error (the `COPY` is one statement). Idle workers
+    /// are woken once it has committed (``wakeWorkers()``).
     public func enqueue(_ bodies: [String]) async throws(QueueError) -> Int {
         guard !bodies.isEmpty else { return 0 }
         try await named("enqueueing \(bodies.count) rows") { [self] in
@@ -24,6 +25,7 @@ extension PostgresQueue {
                 }
             }
         }
+        wakeWorkers()
         return bodies.count
     }
 

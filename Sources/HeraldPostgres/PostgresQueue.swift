@@ -35,8 +35,11 @@ public final class PostgresQueue: Service, Sendable {
     /// The pool for the prepared claim and outcome write (``PostgresQueueConfiguration/plannedClient``).
     let planned: PostgresClient
     let logger: Logger
-    /// Bumped by every `NOTIFY` on ``QueueSchema/channel``.
+    /// Bumped by every `NOTIFY` on ``QueueSchema/channel``, and by this process's own producers (``wakeWorkers()``).
     let notifications = Atomic<Int>(0)
+    /// Asks ``run()`` to send a `NOTIFY` (``wakeWorkers()``); holds at most one, so requests made
+    /// while one is being sent become one more.
+    let wakeRequests: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
     /// Asks ``run()`` to start listening (once: the first worker that waits).
     let listenRequests: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
     let listenRequested = Atomic<Bool>(false)
@@ -50,6 +53,8 @@ public final class PostgresQueue: Service, Sendable {
     let keySweep = Mutex<ContinuousClock.Instant?>(nil)
     /// Tests only: how many claims to come lose their answer after they commit (as a dropped connection would).
     package let loseClaimAnswers = Atomic<Int>(0)
+    /// Tests and benchmarks only: ``wakeWorkers()`` sends nothing (the wake-up path off, to measure what it costs).
+    package let quiet = Atomic<Bool>(false)
     /// Tests only: the same for outcome writes.
     package let loseWriteAnswers = Atomic<Int>(0)
 
@@ -68,6 +73,7 @@ public final class PostgresQueue: Service, Sendable {
         self.client = client
         self.planned = planned
         listenRequests = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        wakeRequests = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Runs the pools, and `LISTEN` once asked for, until a graceful shutdown,
@@ -93,9 +99,41 @@ public final class PostgresQueue: Service, Sendable {
                     return
                 }
             }
+            // Not cancelled with the rest: a wake-up asked for before the stop is still sent (herald
+            // enqueue stops its queue as soon as its last rows are in), while the pools still run.
+            let waking = Task { await self.sendWakeUps() }
             await stopped.wait()
             listenRequests.continuation.finish()
+            wakeRequests.continuation.finish()
+            await waking.value
             group.cancelAll()
+        }
+    }
+
+    /// Tells idle workers that rows were committed: this process's own at once, others by a
+    /// `NOTIFY` on ``QueueSchema/channel`` that ``run()`` sends from a session of its own, after
+    /// the caller's transaction, so the caller neither waits for it nor takes the commit-time lock a
+    /// `NOTIFY` in its own transaction would. At most one `NOTIFY` per `poll`: what is asked in
+    /// between is sent when that `poll` is up (docs/scale-out.md, "Waking workers").
+    public func wakeWorkers() {
+        notifications.add(1, ordering: .releasing)
+        if !quiet.load(ordering: .relaxed) { wakeRequests.continuation.yield() }
+    }
+
+    func sendWakeUps() async {
+        for await _ in wakeRequests.stream {
+            // One per row cost 16 one-row producers 31% of their rate, one per 20 ms each 22% (a debug
+            // build, 2 cores); other workers look every `poll` anyway, and after a wake-up sooner.
+            let next = ContinuousClock.now + configuration.poll
+            do {
+                // Bounded: a stop waits for the last one.
+                try await answered(within: .seconds(5)) { [self] in
+                    _ = try await client.query("SELECT pg_notify(\(QueueSchema.channel), '')", logger: logger).collect()
+                }
+            } catch {
+                logger.debug("NOTIFY failed (idle workers find the rows at their next poll): \(QueueError.explain(error))")
+            }
+            while !stopped.isOpen && ContinuousClock.now < next { try? await Task.sleep(for: .milliseconds(10)) }
         }
     }
 

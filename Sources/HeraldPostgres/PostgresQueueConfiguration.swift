@@ -31,8 +31,10 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     /// and the database 15-25% less CPU. Fewer rows spread a small burst over more workers.
     public var batch = 2000
     /// The longest an idle worker waits for a `NOTIFY` before it looks at the table anyway
-    /// (after a claim that found nothing it looks again after 5 ms, doubling up to this).
-    public var poll: Duration = .seconds(1)
+    /// (after a claim that found nothing it looks again after 5 ms, doubling up to this). Rows
+    /// that an application inserts itself send no `NOTIFY` (schema 10): they wait this long at
+    /// most. An idle look costs the database about 0.5 ms of CPU: 0.2% of a core at 0.25 s.
+    public var poll: Duration = .milliseconds(250)
     /// Outcomes written back per statement, at most.
     public var writeBatch = 5000
     /// How long a connection attempt may take; a server unreachable for about this long fails what waits for it.

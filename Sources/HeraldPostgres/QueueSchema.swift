@@ -20,7 +20,8 @@ public enum QueueSchema {
         public let statements: [String]
     }
 
-    /// The channel `NOTIFY` wakes idle workers on.
+    /// The channel `NOTIFY` wakes idle workers on (sent by Herald's producers after they commit, and
+    /// by any application that wants its rows claimed before the next `poll`).
     public static let channel = "herald_notifications"
 
     /// Every migration, in order.
@@ -299,6 +300,7 @@ public enum QueueSchema {
                 "CREATE INDEX herald_idempotency_created ON herald_idempotency (created_at)",
             ]),
         snapshotClaims,
+        quietInserts,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.

@@ -61,7 +61,8 @@ struct WorkCommand: AsyncParsableCommand {
         discussion: """
             Any number of workers may run on one database: each claims batches of rows with a lease it \
             renews while they are in flight; a worker that dies leaves its rows to the others once the \
-            lease expires (they are then marked possible_duplicate). Idle workers wait for NOTIFY. \
+            lease expires (they are then marked possible_duplicate). Idle workers look every poll \
+            (0.25 s by default), sooner when herald enqueue or herald serve sends NOTIFY. \
             With --drain the worker stops once nothing is queued or held by another worker; otherwise \
             it runs until SIGTERM or SIGINT (what is in flight drains and is written back). The summary \
             goes to standard error, as with herald send, with a "queue" object: rows written, \

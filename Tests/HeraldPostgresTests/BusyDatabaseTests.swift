@@ -12,7 +12,9 @@ import Testing
 /// now take batches between two snapshots (schema 9, docs/scale-out.md "The claim").
 @Suite("The queue inside a busy application database", .serialized, .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
 struct BusyDatabaseTests {
-    @Test("a write transaction left idle for 60 s: the rows committed meanwhile are sent at least at 95% of the same run's rate without it; its own rows, committed late, are sent once; nothing lost")
+    // A throughput bound on the wall clock: run apart by .ci/run (HERALD_TIMING_APART=1 skips it in the parallel run).
+    @Test("a write transaction left idle for 60 s: the rows committed meanwhile are sent at least at 95% of the same run's rate without it; its own rows, committed late, are sent once; nothing lost",
+          .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: a wall-clock bound"))
     func idleWriter() async throws {
         let (cluster, db) = try await freshDatabase()
         var c = queueConfiguration(cluster, db)
@@ -107,6 +109,93 @@ struct BusyDatabaseTests {
         await b.close()
         #expect(written == committed, "seed \(seed): \(written) outcomes for \(committed) committed rows")
         await #expect(try tally(cluster, db) == ["done|accepted": committed])
+    }
+
+    // A rate against a rate on the wall clock: run apart by .ci/run (HERALD_TIMING_APART=1 skips it in the parallel run).
+    @Test("16 sessions inserting one row per transaction through Herald's producer while a worker runs: their rate with the wake-up on is at least 0.95x with it off; no trigger on the table; an idle worker is woken at once by Herald's producer, and finds a row inserted by plain SQL within its poll",
+          .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: a wall-clock bound"))
+    func quietProducers() async throws {
+        let (cluster, db) = try await freshDatabase()
+        var c = queueConfiguration(cluster, db)
+        c.batch = PostgresQueueConfiguration().batch
+        let clock = ContinuousClock()
+        let line = requestLines(1).lines
+
+        // Woken at once: a worker whose poll is 10 s, idle long enough that its wait has grown to seconds.
+        var sleepy = c
+        sleepy.poll = .seconds(10)
+        let sleeper = PostgresQueue(configuration: sleepy, owner: "sleeper").start()
+        try await sleeper.migrate()
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'notifications'::regclass AND NOT tgisinternal") == "0")
+        let producer = PostgresQueue(configuration: c, owner: "producer").start()
+        let sleeping = try RunningWorker(sleeper)
+        for round in 1...2 {
+            try await Task.sleep(for: .seconds(6))
+            let sent = clock.now
+            _ = try await producer.enqueueReturningIDs(line)
+            #expect(try await sleeping.waitForWritten(round, timeout: .seconds(1)), "round \(round): a NOTIFY from the producer did not wake the worker within 1 s")
+            print("woken: the row written \(clock.now - sent) after it was enqueued")
+        }
+        _ = try await sleeping.stop()
+        await sleeper.close()
+
+        // Rows an application inserts itself: found within the default poll (0.25 s) of an idle worker.
+        c.poll = PostgresQueueConfiguration().poll
+        let queue = PostgresQueue(configuration: c, owner: "worker").start()
+        let worker = try RunningWorker(queue)
+        try await Task.sleep(for: .seconds(2))
+        try await cluster.psql(db, "INSERT INTO notifications (body) VALUES ($b$\(line[0])$b$)")
+        #expect(try await worker.waitForWritten(1, timeout: .seconds(2)), "a row inserted by plain SQL waited more than 2 s")
+
+        // What producers pay, while the worker runs. Short rounds alternate on, off, off, on (four
+        // times), so a drift of the machine's speed falls on both alike.
+        let order = Array(repeating: [true, false, false, true], count: 4).flatMap { $0 }
+        // An application's sessions (pgbench): the table as it is installed, against the same table
+        // with every trigger on it disabled.
+        var (on, off) = (0.0, 0.0)
+        for wakeUp in order {
+            try await cluster.psql(db, "ALTER TABLE notifications \(wakeUp ? "ENABLE" : "DISABLE") TRIGGER USER")
+            let tps = try await cluster.pgbench(db, script: "INSERT INTO notifications (body) VALUES ($b$\(line[0])$b$);\n", clients: 16, transactions: 1500)
+            if wakeUp { on += tps } else { off += tps }
+        }
+        print("16 one-row application sessions: \(Int(on / 8)) rows/s as installed, \(Int(off / 8)) with no trigger (\(String(format: "%.3f", on / off))x)")
+        #expect(on >= 0.95 * off, "\(on / 8) rows/s as installed, \(off / 8) with no trigger")
+
+        // Herald's own producers (16 of them, as 16 processes of herald serve would be): the wake-up
+        // sent after each commit, against none.
+        let producers = (0..<16).map { PostgresQueue(configuration: c, owner: "producer-\($0)").start() }
+        func round(wakeUp: Bool) async throws -> Int {
+            for p in producers { p.quiet.store(!wakeUp, ordering: .relaxed) }
+            let end = clock.now + .milliseconds(1500)
+            return try await withThrowingTaskGroup(of: Int.self) { group in
+                for p in producers {
+                    group.addTask {
+                        var n = 0
+                        while clock.now < end { n += try await p.enqueueReturningIDs(line).count }
+                        return n
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+        }
+        _ = try await round(wakeUp: true)
+        var (sent, quiet) = (0, 0)
+        for wakeUp in order {
+            let n = try await round(wakeUp: wakeUp)
+            if wakeUp { sent += n } else { quiet += n }
+        }
+        let ratio = Double(sent) / Double(quiet)
+        print("16 one-row Herald producers: \(sent * 2 / 3 / 8) rows/s with the wake-up, \(quiet * 2 / 3 / 8) without (\(String(format: "%.3f", ratio))x)")
+        #expect(ratio >= 0.95, "\(sent) rows with the wake-up on, \(quiet) with it off")
+
+        let total = Int(try await cluster.psql(db, "SELECT count(*) FROM notifications")) ?? -1
+        #expect(try await worker.waitForWritten(total - 2, timeout: .seconds(60)))
+        let run = try await worker.stop()
+        for p in producers { await p.close() }
+        await producer.close()
+        await queue.close()
+        #expect(run.snapshot.isBalanced && run.report.possibleDuplicates == 0, "\(run.report)")
+        await #expect(try tally(cluster, db) == ["done|accepted": total])
     }
 }
 

@@ -179,6 +179,24 @@ public final class PostgresCluster: Sendable {
         try await offPool { try self.psqlBlocking(database, commands: commands) }
     }
 
+    /// Runs `script` (pgbench's script language) with `pgbench` on `clients` connections, each
+    /// `transactions` times, on a thread of its own; returns the transactions a second pgbench
+    /// reports. (A count, not `-T`: pgbench ends a timed run on SIGALRM, which a test process may
+    /// block, and its children inherit that: the run never ended.)
+    public func pgbench(_ database: String, script: String, clients: Int, transactions: Int) async throws -> Double {
+        try await offPool {
+            let file = "/tmp/herald-pgbench-\(UUID().uuidString).sql"
+            try script.write(toFile: file, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            let r = try runProcessBlocking(
+                URL(fileURLWithPath: "\(self.bin)/pgbench"),
+                ["-n", "-f", file, "-c", "\(clients)", "-j", "\(min(clients, 2))", "-t", "\(transactions)", "-h", self.host, "-p", "\(self.port)", "-U", self.user, database])
+            guard r.status == 0, let tps = r.stdout.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") })?.split(separator: " ").dropFirst(2).first.flatMap({ Double($0) })
+            else { throw ExternalServerError(message: "pgbench on \(database): \(r.stderr) \(r.stdout.suffix(300))") }
+            return tps
+        }
+    }
+
     /// `createDatabase` from a task.
     public func createDatabase() async throws -> String {
         try await offPool { try self.createDatabaseBlocking() }
