@@ -37,4 +37,60 @@ struct SharedBacklogTests {
             await #expect(try tally(cluster, db) == ["done|accepted": 40_000])
         }
     }
+
+    // Processes as an operator starts them, with the defaults (batch 2,000, poll 0.25 s); shares and
+    // pauses depend on the machine being otherwise quiet: run apart by .ci/run (HERALD_TIMING_APART=1
+    // skips them in the parallel run).
+    @Test("two herald work --drain processes on 100,000 queued rows: each writes 35-65% of them, in each of 10 trials",
+          .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: shares of a shared machine"))
+    func twoDrainProcesses() async throws {
+        for trial in 0..<10 {
+            let (cluster, db, config) = try await queuedRows(100_000)
+            async let a = runHerald(["work", "--config", config, "--drain"])
+            async let b = runHerald(["work", "--config", config, "--drain"])
+            let (ra, rb) = try await (a, b)
+            #expect(ra.status == 0 && rb.status == 0, "\(ra.stderr.suffix(300)) \(rb.stderr.suffix(300))")
+            let shares = try await cluster.psql(db, "SELECT string_agg(n::text, ',' ORDER BY n) FROM (SELECT sum(cardinality(ids)) AS n FROM herald_outcomes GROUP BY owner) o")
+            let counts = shares.split(separator: ",").compactMap { Int($0) }
+            print("two drains, trial \(trial): \(counts)")
+            #expect(counts.count == 2 && counts.reduce(0, +) == 100_000 && counts.allSatisfy { (35_000...65_000).contains($0) }, "trial \(trial): rows written by each worker: \(shares)")
+            await #expect(try tally(cluster, db) == ["done|accepted": 100_000], "trial \(trial)")
+        }
+    }
+
+    @Test("a lone herald work --drain on 100,000 queued rows never pauses: no gap over 100 ms between two outcome writes, in each of 3 trials",
+          .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: a wall-clock bound"))
+    func loneDrainNeverPauses() async throws {
+        for trial in 0..<3 {
+            let (cluster, db, config) = try await queuedRows(100_000)
+            let r = try await runHerald(["work", "--config", config, "--drain"])
+            #expect(r.status == 0, "\(r.stderr.suffix(300))")
+            // Each write's time is its transaction's start (finished_at's default, now()).
+            let gaps = try await cluster.psql(db, """
+                SELECT round(max(extract(epoch FROM gap)) * 1000), count(*) + 1
+                FROM (SELECT finished_at - lag(finished_at) OVER (ORDER BY finished_at) AS gap FROM herald_outcomes) g WHERE gap IS NOT NULL
+                """).split(separator: "|")
+            let longest = Double(gaps.first ?? "") ?? .infinity
+            print("lone drain, trial \(trial): longest gap between outcome writes \(longest) ms over \(gaps.last ?? "?") writes")
+            #expect(longest <= 100, "trial \(trial): \(longest) ms between two outcome writes")
+            await #expect(try tally(cluster, db) == ["done|accepted": 100_000], "trial \(trial)")
+        }
+    }
+
+    /// A fresh database with `n` rows queued, and a configuration file naming it with every queue
+    /// setting at its default (the simulator as transport).
+    func queuedRows(_ n: Int) async throws -> (PostgresCluster, String, String) {
+        let (cluster, db) = try await freshDatabase()
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db)).start()
+        try await queue.migrate()
+        let lines = requestLines(n).lines
+        for chunk in stride(from: 0, to: lines.count, by: 10_000) {
+            _ = try await queue.enqueue(Array(lines[chunk ..< min(chunk + 10_000, lines.count)]))
+        }
+        await queue.close()
+        let path = temporaryDirectory() + "/herald.json"
+        try #"{"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)"},"transport":{"type":"simulator"}}"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        return (cluster, db, path)
+    }
 }
