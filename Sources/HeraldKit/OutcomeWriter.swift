@@ -20,6 +20,8 @@ public final class OutcomeWriter: OutcomeObserver {
     let fd: Int32
     let ownsDescriptor: Bool
     let name: String
+    /// What a record's `line` is called in its line (``NotificationSource/lineKey``).
+    let lineKey: StaticString
     let state = Mutex(State())
     let onFailure: @Sendable (IOError) -> Void
 
@@ -51,8 +53,11 @@ public final class OutcomeWriter: OutcomeObserver {
     /// file as it was. When the file's last line has no newline (a run that
     /// was killed in the middle of a write), one is added first, so the next
     /// line starts on a line of its own.
-    public init(path: String, mode: FileMode = .append, onFailure: @escaping @Sendable (IOError) -> Void = { _ in }) throws(OutcomeFileError) {
+    public init(path: String, mode: FileMode = .append, lineKey: StaticString = "line", onFailure: @escaping @Sendable (IOError) -> Void = { _ in })
+        throws(OutcomeFileError)
+    {
         self.onFailure = onFailure
+        self.lineKey = lineKey
         if path == "-" {
             fd = 1
             ownsDescriptor = false
@@ -142,7 +147,7 @@ public final class OutcomeWriter: OutcomeObserver {
             var w = JSONWriter(capacity: 0)
             swap(&w.bytes, &s.buffer)
             for r in records {
-                r.writeJSON(to: &w)
+                r.writeJSON(to: &w, lineKey: lineKey)
                 w.byte(0x0A)
             }
             swap(&w.bytes, &s.buffer)

@@ -31,6 +31,9 @@ public struct PostgresQueueSource: NotificationSource {
         self.onProblem = onProblem
     }
 
+    /// Outcome lines name a row by its id: `"row": 17`.
+    public var lineKey: StaticString { "row" }
+
     /// Rows a worker may hold (in the pipeline, or their outcomes not yet written) before it claims more.
     var heldLimit: Int { 4 * queue.configuration.batch + queue.configuration.writeBatch }
 
@@ -157,8 +160,8 @@ public struct PostgresQueueSource: NotificationSource {
         for row in rows {
             var body = row.body
             switch body.withUTF8({ RequestLine.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
-            case .request(let request): await sink.emit(request)
-            case .invalid(let reason, let id, let token): await sink.emitInvalid(line: nil, reason: "row \(row.id): \(reason)", id: id, token: token)
+            case .request(let request): await sink.emit(request, line: Int(row.id))
+            case .invalid(let reason, let id, let token): await sink.emitInvalid(line: Int(row.id), reason: reason, id: id, token: token, lineKey: lineKey)
             }
         }
         // Hand the last partial batch on now: nothing may wait behind an idle source.

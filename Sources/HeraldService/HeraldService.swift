@@ -122,7 +122,9 @@ public final class HeraldService: Sendable {
         self.intake = intake
         // The webhook names notifications as the API does (a queue's by their rows).
         webhook = configuration.webhook.map {
-            OutcomeWebhook(configuration: $0, logger: logger, metrics: factory, notificationID: { intake.notificationID(ofSequence: $0) })
+            OutcomeWebhook(
+                configuration: $0, logger: logger, metrics: factory, notificationID: { intake.notificationID(ofSequence: $0) },
+                lineKey: intake.source.lineKey)
         }
         // The intake's observers come last: observers before them can still map sequence numbers to ids.
         ledger = OutcomeLedger(observers: [outcomes] + observers + (webhook.map { [$0] } ?? []) + intake.observers)

@@ -47,12 +47,15 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
     /// What the receiver knows a notification by: its pipeline sequence number unless this maps it
     /// (with the PostgreSQL queue, to its row id).
     let notificationID: (@Sendable (UInt64) -> UInt64?)?
+    /// What an outcome's `line` is called (``NotificationSource/lineKey``: `row` for a queue's rows).
+    let lineKey: StaticString
 
     public init(
         configuration: WebhookConfiguration, logger: Logger, metrics: any MetricsFactory,
-        notificationID: (@Sendable (UInt64) -> UInt64?)? = nil
+        notificationID: (@Sendable (UInt64) -> UInt64?)? = nil, lineKey: StaticString = "line"
     ) {
         self.notificationID = notificationID
+        self.lineKey = lineKey
         self.configuration = configuration
         self.logger = logger
         batchPrefix = "\(getpid())-\(Int(Date().timeIntervalSince1970))"
@@ -198,7 +201,7 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
     }
 
     /// The body of one POST.
-    static func body(_ batch: [OutcomeRecord], id: String) -> [UInt8] {
+    static func body(_ batch: [OutcomeRecord], id: String, lineKey: StaticString = "line") -> [UInt8] {
         var w = JSONWriter(capacity: 64 + batch.count * 200)
         w.raw("{\"batch\":")
         w.string(id)
@@ -209,7 +212,7 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
             w.raw("{\"notification\":")
             w.int(Int(r.sequence))
             w.raw(",\"outcome\":")
-            w.bytes += OutcomeWriter.line(r)
+            r.writeJSON(to: &w, lineKey: lineKey)
             w.raw("}")
         }
         w.raw("]}")
@@ -224,7 +227,7 @@ public final class OutcomeWebhook: OutcomeObserver, Service {
         request.headers.add(name: "Idempotency-Key", value: id)
         request.headers.add(name: "User-Agent", value: "herald")
         if let token = configuration.bearerToken { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        request.body = .bytes(ByteBuffer(bytes: Self.body(batch, id: id)))
+        request.body = .bytes(ByteBuffer(bytes: Self.body(batch, id: id, lineKey: lineKey)))
         let timeout = TimeAmount.nanoseconds(Int64(configuration.timeout.components.seconds) * 1_000_000_000)
         var attempt = 0
         while true {

@@ -124,7 +124,7 @@ struct Send: AsyncParsableCommand {
         let stop = PipelineBox()
         let writer: OutcomeWriter
         do {
-            writer = try OutcomeWriter(path: configuration.outcomes, mode: outcomesMode) { error in
+            writer = try OutcomeWriter(path: configuration.outcomes, mode: outcomesMode, lineKey: source.lineKey) { error in
                 writeToStandardError("herald: cannot write outcomes: \(error); stopping (the summary counts what was lost)\n")
                 stop.shutdown()
             }

@@ -60,7 +60,7 @@ struct ServeCommand: AsyncParsableCommand {
             Self.warnAboutExposure(serve)
             let assembly = try HeraldAssembly.configured(configuration, logger: logger, tokenStore: tokens)
             writer = configuration.outcomesFile != nil
-                ? try OutcomeWriter(path: configuration.outcomes) { error in
+                ? try OutcomeWriter(path: configuration.outcomes, lineKey: queue == nil ? "line" : "row") { error in
                     writeToStandardError("herald: cannot write outcomes: \(error)\n")
                 } : nil
             // With the queue, accepted requests become its rows and this service's pipeline is one of its workers.

@@ -52,14 +52,29 @@ struct QueueCLITests {
         await #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 2") == lines[1])
         await #expect(try cluster.psql(db, "SELECT body FROM notifications WHERE id = 1") == lines[0])
 
-        let work = try await runHerald(["work", "--config", config, "--drain"])
+        let outcomes = temporaryDirectory() + "/outcomes.jsonl"
+        let work = try await runHerald(["work", "--config", config, "--drain", "--outcomes", outcomes])
         #expect(work.status == 0, "\(work.stderr)")
         let summary = try lastObject(work.stderr)["summary"] as? [String: Any] ?? [:]
         let queue = summary["queue"] as? [String: Any] ?? [:]
         #expect(summary["entered"] as? Int == 20_000 && summary["balanced"] as? Bool == true, "\(summary)")
         #expect(summary["dropped"] as? Int == malformed && summary["accepted"] as? Int == 20_000 - malformed, "\(summary)")
         #expect(queue["rows_written"] as? Int == 20_000 && queue["lease_lost"] as? Int == 0 && queue["not_written"] as? Int == 0, "\(queue)")
-        #expect(work.stdout.isEmpty, "outcomes go to the table unless --outcomes is given")
+        #expect(work.stdout.isEmpty, "outcomes go to the table, and to --outcomes when given")
+        // Every outcome line names its row ("row": id), each row once; a dropped row's reason too.
+        var named: [Int: String] = [:]
+        for line in try String(contentsOfFile: outcomes, encoding: .utf8).split(separator: "\n") {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] ?? [:]
+            guard let row = object["row"] as? Int, named[row] == nil, object["line"] == nil else {
+                Issue.record("an outcome line without its row, or a row twice: \(line)")
+                continue
+            }
+            named[row] = object["outcome"] as? String
+            if named[row] == "dropped" { #expect((object["reason"] as? String)?.hasPrefix("row \(row): ") == true, "\(line)") }
+        }
+        #expect(named.count == 20_000 && Set(named.keys) == Set(1...20_000), "\(named.count) rows named")
+        await #expect(try cluster.psql(db, "SELECT string_agg(id::text, ',' ORDER BY id) FROM herald_rows WHERE outcome = 'dropped'")
+            == named.filter { $0.value == "dropped" }.keys.sorted().map(String.init).joined(separator: ","))
 
         await #expect(try tally(cluster, db) == ["done|accepted": 20_000 - malformed, "done|dropped": malformed])
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE attempts <> 1 OR possible_duplicate OR finished_at IS NULL") == "0")

@@ -10,13 +10,14 @@ extension OutcomeRecord {
         return w.bytes
     }
 
-    /// Appends this record's JSON object to `w`: `id`, `line` and `token` (in
-    /// hex) when known, `outcome` with its `status` and `reason` (and `code`),
-    /// HTTP/2's identifiers; `possibleDuplicate` when it may have been sent twice.
-    public func writeJSON(to w: inout JSONWriter) {
+    /// Appends this record's JSON object to `w`: `id`, `line` (named `lineKey`:
+    /// `row` for a queue's rows) and `token` (in hex) when known, `outcome` with
+    /// its `status` and `reason` (and `code`), HTTP/2's identifiers;
+    /// `possibleDuplicate` when it may have been sent twice.
+    public func writeJSON(to w: inout JSONWriter, lineKey: StaticString = "line") {
         w.byte(UInt8(ascii: "{"))
         if let id { w.key("id"); w.int(Int(id)); w.byte(UInt8(ascii: ",")) }
-        if let line { w.key("line"); w.int(line); w.byte(UInt8(ascii: ",")) }
+        if let line { w.key(lineKey); w.int(line); w.byte(UInt8(ascii: ",")) }
         if let token { w.key("token"); w.string(token.hex); w.byte(UInt8(ascii: ",")) }
         w.key("outcome")
         w.string(outcome.kind.rawValue)

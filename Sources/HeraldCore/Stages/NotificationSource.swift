@@ -10,6 +10,13 @@ import Synchronization
 /// `emitInvalid`, so that it, too, ends in an outcome.
 public protocol NotificationSource: Sendable {
     func produce(into sink: SourceSink) async throws
+    /// What an envelope's `line` counts, as outcome lines name it: `line` (a line of a file, the
+    /// default) or `row` (a queue's row id).
+    var lineKey: StaticString { get }
+}
+
+extension NotificationSource {
+    public var lineKey: StaticString { "line" }
 }
 
 /// Collects a source's requests into batches and hands them to the pipeline.
@@ -58,13 +65,14 @@ public final class SourceSink {
     }
 
     /// Reports input that could not become a request: it ends as `dropped`
-    /// with `reason`, which should name where it was (the runtime adds the line).
-    nonisolated(nonsending) public func emitInvalid(line: Int?, reason: String, id: UInt32? = nil, token: DeviceToken? = nil) async {
+    /// with `reason`, which the runtime prefixes with where it was (`line 7: `,
+    /// or `row 7: ` with `lineKey` "row").
+    nonisolated(nonsending) public func emitInvalid(line: Int?, reason: String, id: UInt32? = nil, token: DeviceToken? = nil, lineKey: StaticString = "line") async {
         await flush()
         let sequence = nextSequence
         nextSequence += 1
         ledger.enter(CollectionOfOne(sequence), count: 1)
-        let where_ = line.map { "line \($0): " } ?? ""
+        let where_ = line.map { "\(lineKey) \($0): " } ?? ""
         ledger.record(OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: .dropped(OutcomeReason(.invalidRequest, where_ + reason))))
     }
 
