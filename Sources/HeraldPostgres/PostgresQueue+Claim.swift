@@ -37,7 +37,7 @@ extension PostgresQueue {
     public func claim(limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws(QueueError) -> Claim {
         let statement = ClaimStatement(owner: owner, lease: configuration.lease.inSeconds, token: token, inFlight: inFlight, limit: Int64(limit))
         let claim = try await named("claiming rows") { [self] in
-            try await Self.claimed(try await planned.execute(statement, logger: logger), capacity: limit)
+            try await Self.claimed(try await prepared(statement), capacity: limit)
         }
         if Self.takeOne(loseClaimAnswers) { throw QueueError("PostgreSQL \(configuration): claiming rows: the answer was lost (a test's fault)", isOutage: true) }
         return claim

@@ -105,7 +105,7 @@ extension PostgresQueue {
             released: zip(groups, bounds).filter(\.0.release).flatMap { ids[Int($1.lo - 1)..<Int($1.hi)] }, completing: completing)
         return try await named("writing \(rows.count) outcomes") { [self] in
             var result = (written: 0, possibleDuplicates: 0, released: 0)
-            for try await (written, duplicates, released, _) in try await planned.execute(statement, logger: logger) {
+            for try await (written, duplicates, released, _) in try await prepared(statement) {
                 result = (written, duplicates, released)
             }
             if Self.takeOne(loseWriteAnswers) { throw QueueError("PostgreSQL \(configuration): writing outcomes: the answer was lost (a test's fault)", isOutage: true) }

@@ -195,7 +195,13 @@ public final class PostgresQueue: Service, Sendable {
         } catch let e as QueueError {
             throw e
         } catch {
-            throw QueueError("\(place): migrating the queue's schema: \(QueueError.explain(error))")
+            let why = QueueError.explain(error)
+            if configuration.pooling == .session && why.contains("unsupported startup parameter") {
+                throw QueueError(
+                    "\(place): the server refused the session setting plan_cache_mode (\(why)): a pooler such as PgBouncer? "
+                        + "Set the queue's \"pooling\" to \"transaction\" (docs/scale-out.md, \"Behind PgBouncer\")")
+            }
+            throw QueueError("\(place): migrating the queue's schema: \(why)")
         }
     }
 
@@ -205,8 +211,21 @@ public final class PostgresQueue: Service, Sendable {
         return notifications.load(ordering: .acquiring)
     }
 
-    /// Asks ``run()`` to listen on ``QueueSchema/channel`` (once; later calls do nothing).
+    /// Runs `statement` on the pool for prepared statements: named, parsed and planned once per
+    /// connection; behind a pooler in transaction pooling, where the next statement may reach
+    /// another session that never saw it prepared, as an unnamed statement with the same text.
+    func prepared<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws
+        -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row>
+    {
+        guard configuration.pooling == .transaction else { return try await planned.execute(statement, logger: logger) }
+        return try await planned.query(PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings()), logger: logger)
+            .map { try statement.decodeRow($0) }
+    }
+
+    /// Asks ``run()`` to listen on ``QueueSchema/channel`` (once; later calls do nothing). Not behind
+    /// a pooler in transaction pooling: the session that ran `LISTEN` goes back to its pool.
     package func startListening() {
+        guard configuration.pooling == .session else { return }
         guard !listenRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
         listenRequests.continuation.yield()
     }

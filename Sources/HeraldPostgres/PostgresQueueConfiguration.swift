@@ -60,11 +60,25 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         case verifyFull = "verify-full"
     }
 
+    /// Whether a connection is a session of its own (`session`: PostgreSQL itself, or a pooler such
+    /// as PgBouncer in session pooling) or only lasts a transaction (`transaction`: PgBouncer in
+    /// transaction pooling, where consecutive statements may run on different server sessions).
+    public enum Pooling: String, Sendable, CaseIterable {
+        case session
+        case transaction
+    }
+
+    /// With `transaction`, nothing relies on a session: the claim and the outcome write are sent as
+    /// unnamed statements (planned on every run, not once per connection), no session setting is
+    /// sent at connection, and workers do not `LISTEN` (they look every `poll`; docs/scale-out.md,
+    /// "Behind PgBouncer").
+    public var pooling = Pooling.session
+
     public init() {}
 
     /// Reads the `queue` node: `type` (`"postgres"`, required), `host`, `port`, `user`,
     /// `database`, `passwordFile` or `passwordEnv`, `lease`, `poll`, `connectTimeout` and `answerTimeout` (seconds), `batch`, `writeBatch`,
-    /// `tls`, `caFile`, `serverName`.
+    /// `tls`, `caFile`, `serverName`, `pooling`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> PostgresQueueConfiguration {
         guard try node.string("type", oneOf: ["postgres"]) != nil else {
             throw node.error("type", "required: \"postgres\" (the queue is a PostgreSQL table)")
@@ -91,6 +105,7 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
             ?? (loopback ? .disable : .verifyFull)
         c.caFile = try node.path("caFile")
         c.serverName = try node.string("serverName")
+        c.pooling = try node.string("pooling", oneOf: Pooling.allCases.map(\.rawValue)).flatMap(Pooling.init(rawValue:)) ?? c.pooling
         if let ca = c.caFile {
             guard c.tls == .verifyFull else { throw node.error("caFile", "is for \"tls\": \"verify-full\"") }
             guard FileManager.default.isReadableFile(atPath: ca) else { throw node.error("caFile", "cannot read \(ca)") }
@@ -137,17 +152,27 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     var plannedClient: PostgresClient.Configuration {
         var c = client
         c.options.maximumConnections = 4
-        c.options.additionalStartupParameters = [("plan_cache_mode", "force_generic_plan")]
+        c.options.additionalStartupParameters = plannedStartupParameters
         return c
     }
 
-    /// One connection's configuration (for migrations: they fail at once when the server cannot be reached).
+    /// The session setting the planned pool's connections start with; none with `pooling`
+    /// "transaction": PgBouncer refuses startup parameters it does not know ("unsupported startup
+    /// parameter"), and a pooler would not keep them for the session anyway.
+    var plannedStartupParameters: [(String, String)] {
+        pooling == .session ? [("plan_cache_mode", "force_generic_plan")] : []
+    }
+
+    /// One connection's configuration (for migrations: they fail at once when the server cannot be
+    /// reached), with the planned pool's startup parameters, so that a set-up that refuses them
+    /// (PgBouncer without `pooling` "transaction") fails there, at start, with a clear message.
     var connection: PostgresConnection.Configuration {
         get throws {
             let mode: PostgresConnection.Configuration.TLS = tls == .verifyFull ? .require(try NIOSSLContext(configuration: tlsConfiguration)) : .disable
             var c = PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: mode)
             c.options.connectTimeout = TimeAmount(connectTimeout)
             c.options.tlsServerName = serverName
+            c.options.additionalStartupParameters = plannedStartupParameters
             return c
         }
     }
