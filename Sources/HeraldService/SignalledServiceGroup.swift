@@ -3,8 +3,10 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HeraldCore
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// How every long-running `herald` command runs: its services in one
@@ -15,6 +17,31 @@ import UnixSignals
 /// calls `abandon` (what is not sent ends `failed`, code `abandoned`); a
 /// third exits at once (status 130).
 package enum SignalledServiceGroup {
+    /// Signals that came after ``trapSignalsEarly()`` and before the group ran, and what counts them.
+    static let earlySignals = Atomic<Int>(0)
+    static let earlyWatch = Mutex<Task<Void, Never>?>(nil)
+
+    /// Called first by a long-running command (`herald work`, `herald serve`): a SIGTERM or SIGINT
+    /// from then until its group runs (while it connects, migrates, loads) is kept, and shuts the
+    /// group down as soon as it starts, rather than ending the process on the spot with no summary
+    /// (status 143: a worker restarted and stopped again at once, `CrashMatrixTests.workersKilled`).
+    /// A second signal before then ends the process at once (status 130), as a set-up can wait
+    /// (a server that does not answer: `connectTimeout`).
+    package static func trapSignalsEarly() async {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        earlyWatch.withLock { watch in
+            watch = Task {
+                for await _ in signals {
+                    if earlySignals.add(1, ordering: .relaxed).newValue == 1 {
+                        writeToStandardError("herald: stopping as soon as it has started (signal again to stop now)\n")
+                    } else {
+                        exit(130)
+                    }
+                }
+            }
+        }
+    }
+
     package static func run(
         _ services: [any Service], main: any Service, logger: Logger,
         onFirstSignal: @escaping @Sendable () -> Void = {}, abandon: @escaping @Sendable () -> Void
@@ -26,8 +53,15 @@ package enum SignalledServiceGroup {
                 logger: logger))
         // The group shuts down gracefully on the first signal; this counts them for the second and third.
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        // Signals taken before the group ran count as its first (and second).
+        earlyWatch.withLock { $0?.cancel() }
+        let early = earlySignals.exchange(0, ordering: .relaxed)
+        if early > 0 {
+            await group.triggerGracefulShutdown()
+            onFirstSignal()
+        }
         let watcher = Task {
-            var seen = 0
+            var seen = early
             for await _ in signals {
                 seen += 1
                 switch seen {

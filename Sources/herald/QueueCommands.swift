@@ -89,6 +89,7 @@ struct WorkCommand: AsyncParsableCommand {
     var logs: LogOptions
 
     func run() async throws {
+        await SignalledServiceGroup.trapSignalsEarly()
         var configuration = try loadConfiguration(config)
         // The table holds the outcomes; the JSON Lines stream is only written when asked for.
         if let outcomes { configuration.outcomes = outcomes } else if configuration.outcomesFile == nil { configuration.outcomes = "/dev/null" }

@@ -38,6 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
     var logs: LogOptions
 
     func run() async throws {
+        await SignalledServiceGroup.trapSignalsEarly()
         let configuration = try loadConfiguration(config)
         var serve: ServiceConfiguration
         let service: HeraldService

@@ -118,10 +118,10 @@ struct ProgressTests {
         let lines = stderr.split(separator: "\n").filter { $0.hasPrefix(#"{"progress":"#) }
         #expect(!lines.isEmpty, "\(stderr.prefix(500))")
         let fractions = lines.compactMap { line -> Double? in
-            ((try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["progress"] as? [String: Any])?["input_fraction"] as? Double
+            (((try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["progress"] as? [String: Any])?["input_fraction"] as? NSNumber)?.doubleValue
         }
         // A line may come before the first read on a loaded machine (CI once printed 0.000): 0 is a fraction too.
-        #expect(fractions.count == lines.count && fractions == fractions.sorted() && fractions.allSatisfy { $0 >= 0 && $0 <= 1 })
+        #expect(fractions.count == lines.count && fractions == fractions.sorted() && fractions.allSatisfy { $0 >= 0 && $0 <= 1 }, "\(lines)")
         let (_, _, quiet) = try await runHerald(["send", "--quiet", "--progress-every", "0.05", "--outcomes", dir + "/out2.jsonl", dir + "/in.jsonl"])
         #expect(!quiet.contains(#"{"progress":"#))
     }

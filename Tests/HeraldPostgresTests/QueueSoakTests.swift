@@ -7,14 +7,6 @@ import Testing
 import Glibc
 #endif
 
-/// Waits for `pid` to end; its exit status (or 128 + the signal that ended it).
-private func waitForExit(_ pid: pid_t) -> Int32 {
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    let signal = status & 0x7F
-    return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
-}
-
 @Suite(
     "Three workers, 300,000 rows, one worker killed twice (issue 16's done-when)",
     .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))

@@ -6,6 +6,10 @@ import HeraldTestSupport
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The test process's throwaway server and a fresh database in it.
 func freshDatabase() async throws -> (cluster: PostgresCluster, database: String) {
     let cluster = try PostgresCluster.shared
@@ -164,4 +168,12 @@ struct RunningWorker {
         pipeline.shutdown()
         return try await run.value
     }
+}
+
+/// Waits for `pid` to end; its exit status (or 128 + the signal that ended it).
+func waitForExit(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    let signal = status & 0x7F
+    return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
 }
