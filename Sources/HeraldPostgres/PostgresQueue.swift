@@ -194,6 +194,9 @@ public final class PostgresQueue: Service, Sendable {
             }
         } catch let e as QueueError {
             throw e
+        } catch let e as PostgresTransactionError where e.closureError is QueueError {
+            // A migration's own refusal (a newer schema), raised inside its transaction: as it is.
+            throw e.closureError as! QueueError
         } catch {
             let why = QueueError.explain(error)
             if configuration.pooling == .session && why.contains("unsupported startup parameter") {

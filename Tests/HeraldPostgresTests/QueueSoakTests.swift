@@ -58,9 +58,11 @@ struct QueueSoakTests {
             while try await done() < threshold && clock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
             // Killed while it holds rows. Workers that keep up with the enqueuer idle between its
             // INSERTs, so the kill waits for a moment the worker holds a lease, and is tried again
-            // (the worker restarted) if it came just after the worker let that lease go.
+            // (the worker restarted) if it came just after the worker let that lease go. Since
+            // claims take rows as soon as they commit (schema 9), a lease lives a few milliseconds
+            // here: five tries all came just after it once (CI); thirty.
             var leased = 0
-            for _ in 0..<5 where leased == 0 {
+            for _ in 0..<30 where leased == 0 {
                 while try await held(by: workers[2]) == 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
                 let victim = workers[2]
                 kill(victim, SIGKILL)
