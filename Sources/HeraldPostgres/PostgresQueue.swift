@@ -53,10 +53,10 @@ public final class PostgresQueue: Service, Sendable {
     let keySweep = Mutex<ContinuousClock.Instant?>(nil)
     /// Tests only: how many claims to come lose their answer after they commit (as a dropped connection would).
     package let loseClaimAnswers = Atomic<Int>(0)
-    /// Tests and benchmarks only: ``wakeWorkers()`` sends nothing (the wake-up path off, to measure what it costs).
-    package let quiet = Atomic<Bool>(false)
     /// Tests only: the same for outcome writes.
     package let loseWriteAnswers = Atomic<Int>(0)
+    /// Tests only: ``wakeWorkers()`` sends no `NOTIFY` (the wake-up path off, to measure what it costs).
+    package let quiet = Atomic<Bool>(false)
 
     /// The queue's handle; nothing connects until ``run()`` (or ``start()``).
     public init(configuration: PostgresQueueConfiguration, owner: String? = nil, logger: Logger? = nil) {

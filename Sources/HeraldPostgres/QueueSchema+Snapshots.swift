@@ -1,5 +1,5 @@
 extension QueueSchema {
-    /// The largest `(xid, id)`: "no upper bound" for ``QueueSchema/batchFunction``'s range.
+    /// The largest `(xid, id)`: "no upper bound" for the range of `herald_batch` (below).
     package static let lastPosition = "'18446744073709551615'::xid8, 9223372036854775807::bigint"
 
     /// Puts the cursor before every row there is (the tests and benchmarks that empty or replay the queue).

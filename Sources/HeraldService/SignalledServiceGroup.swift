@@ -53,7 +53,7 @@ package enum SignalledServiceGroup {
                 logger: logger))
         // The group shuts down gracefully on the first signal; this counts them for the second and third.
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        // Signals taken before the group ran count as its first (and second).
+        // A signal taken before the group ran (a second one then had ended the process) counts as its first.
         earlyWatch.withLock { $0?.cancel() }
         let early = earlySignals.exchange(0, ordering: .relaxed)
         if early > 0 {

@@ -60,16 +60,17 @@ struct ServeCommand: AsyncParsableCommand {
             if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
             Self.warnAboutExposure(serve)
             let assembly = try HeraldAssembly.configured(configuration, logger: logger, tokenStore: tokens)
-            writer = configuration.outcomesFile != nil
-                ? try OutcomeWriter(path: configuration.outcomes, lineKey: queue == nil ? "line" : "row") { error in
-                    writeToStandardError("herald: cannot write outcomes: \(error)\n")
-                } : nil
             // With the queue, accepted requests become its rows and this service's pipeline is one of its workers.
             let intake = queue.map { queue in
                 PostgresIntake(queue: queue, capacity: serve.queueCapacity, idempotencyWindow: serve.idempotencyWindow) { [logger] problem in
                     logger.error("\(problem)")
                 }
             }
+            // Outcome lines name a queue's rows as its source does ("row"); in memory, "line".
+            writer = configuration.outcomesFile != nil
+                ? try OutcomeWriter(path: configuration.outcomes, lineKey: intake?.source.lineKey ?? "line") { error in
+                    writeToStandardError("herald: cannot write outcomes: \(error)\n")
+                } : nil
             service = try HeraldService(configuration: serve, logger: logger, observers: writer.map { [$0] } ?? [], intake: intake) { source, ledger, metrics in
                 try assembly.makePipeline(source: source, ledger: ledger, metrics: metrics)
             }

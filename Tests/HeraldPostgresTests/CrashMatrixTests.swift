@@ -70,9 +70,7 @@ struct Outbox {
         // Roles are the server's, shared by every test database: made once.
         try await cluster.psql(db, "DO $$ BEGIN CREATE ROLE producer LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
         let dir = temporaryDirectory()
-        let config = dir + "/herald.json"
-        try #"{"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)","lease":5,"batch":500},"transport":{"type":"simulator"}}"#
-            .write(toFile: config, atomically: true, encoding: .utf8)
+        let config = try queueConfigurationFile(cluster, db, settings: #","lease":5,"batch":500"#)
         var c = queueConfiguration(cluster, db)
         c.user = "producer"
         let producer = PostgresQueue(configuration: c, owner: "producer").start()

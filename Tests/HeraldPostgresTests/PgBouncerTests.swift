@@ -38,9 +38,7 @@ struct PgBouncerTests {
         await #expect(try tally(cluster, db) == ["done|accepted": 6_000])
 
         // As an operator runs it: herald enqueue, then two herald work --drain, each its own process.
-        let config = temporaryDirectory() + "/herald.json"
-        try #"{"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(bouncer.port),"user":"\#(cluster.user)","database":"\#(db)","pooling":"transaction","batch":500},"transport":{"type":"simulator"}}"#
-            .write(toFile: config, atomically: true, encoding: .utf8)
+        let config = try queueConfigurationFile(cluster, db, port: bouncer.port, settings: #","pooling":"transaction","batch":500"#)
         let file = temporaryDirectory() + "/requests.jsonl"
         try (requestLines(10_000).lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
         let enqueue = try await runHerald(["enqueue", "--config", config, file])
@@ -58,9 +56,7 @@ struct PgBouncerTests {
         let (cluster, db) = try await freshDatabase()
         let bouncer = try PgBouncer(before: cluster, poolMode: "transaction", poolSize: 2)
         defer { bouncer.stop() }
-        let config = temporaryDirectory() + "/herald.json"
-        try #"{"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(bouncer.port),"user":"\#(cluster.user)","database":"\#(db)"},"transport":{"type":"simulator"}}"#
-            .write(toFile: config, atomically: true, encoding: .utf8)
+        let config = try queueConfigurationFile(cluster, db, port: bouncer.port)
         let clock = ContinuousClock(), start = clock.now
         let work = try await runHerald(["work", "--config", config, "--drain"], timeout: 30)
         #expect(work.status == 1 && clock.now - start < .seconds(10), "status \(work.status) after \(clock.now - start)")

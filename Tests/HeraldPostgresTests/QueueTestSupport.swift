@@ -30,11 +30,20 @@ func queueConfiguration(_ cluster: PostgresCluster, _ database: String, lease: D
 }
 
 /// A configuration file for `database` on `cluster` (as `user`, by default the server's own), in a new
-/// temporary directory: the queue section with `extra` members added, and the in-memory simulator.
+/// temporary directory: the queue section with the tests' lease, batch (1,000) and poll (0.1 s) and
+/// `extra` members added, and the in-memory simulator.
 func configurationFile(_ cluster: PostgresCluster, _ database: String, lease: Int = 30, user: String? = nil, extra: String = "") throws -> String {
+    try queueConfigurationFile(cluster, database, user: user, settings: #","lease":\#(lease),"batch":1000,"poll":0.1\#(extra)"#)
+}
+
+/// A configuration file for `database` on `cluster`, reached through `port` (by default the
+/// server's own: another for a pooler in front of it), in a new temporary directory: the queue
+/// section with `settings` added (`,"lease":5`; every other setting at its default), and the
+/// in-memory simulator.
+func queueConfigurationFile(_ cluster: PostgresCluster, _ database: String, port: Int? = nil, user: String? = nil, settings: String = "") throws -> String {
     let path = temporaryDirectory() + "/herald.json"
     try #"""
-    {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(user ?? cluster.user)","database":"\#(database)","lease":\#(lease),"batch":1000,"poll":0.1\#(extra)},
+    {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(port ?? cluster.port),"user":"\#(user ?? cluster.user)","database":"\#(database)"\#(settings)},
      "transport":{"type":"simulator"}}
     """#.write(toFile: path, atomically: true, encoding: .utf8)
     return path
@@ -77,17 +86,12 @@ struct WorkerRun {
 }
 
 /// Runs one worker (the default pipeline, the in-memory simulator) on `queue` until it is drained.
+/// Without `problems`, expects none.
 func drainWorker(_ queue: PostgresQueue, problems: ProblemLog? = nil) async throws -> WorkerRun {
-    let expectNone = problems == nil
-    let problems = problems ?? ProblemLog()
-    let (source, writer) = queue.worker(drain: true) { problems.add($0) }
-    let ledger = OutcomeLedger(observers: [writer])
-    let pipeline = try HeraldAssembly.configured(HeraldConfiguration()).makePipeline(source: source, ledger: ledger)
-    writer.start()
-    let snapshot = try await pipeline.run()
-    let report = await writer.finish()
-    if expectNone { #expect(problems.all.isEmpty, "\(problems.all.prefix(3))") }
-    return WorkerRun(snapshot: snapshot, report: report)
+    let log = problems ?? ProblemLog()
+    let run = try await RunningWorker(queue, drain: true, problems: log).run.value
+    if problems == nil { #expect(log.all.isEmpty, "\(log.all.prefix(3))") }
+    return run
 }
 
 /// Claimed rows with these outcomes, as the writer hands them to ``PostgresQueue/finish(_:completing:)``
@@ -131,15 +135,15 @@ func claimSoon(_ queue: PostgresQueue, limit: Int, inFlight: [Int64] = [], token
     }
 }
 
-/// One worker (the default pipeline, the in-memory simulator) running on `queue` without `--drain`,
-/// until ``stop()``: for tests that feed it while it runs.
+/// One worker (the default pipeline, the in-memory simulator) running on `queue`: without `drain`
+/// until ``stop()``, for tests that feed it while it runs; with it until the queue is empty.
 struct RunningWorker {
     let writer: QueueOutcomeWriter
     let pipeline: Pipeline
     let run: Task<WorkerRun, any Error>
 
-    init(_ queue: PostgresQueue, problems: ProblemLog = ProblemLog()) throws {
-        let (source, writer) = queue.worker(drain: false) { problems.add($0) }
+    init(_ queue: PostgresQueue, drain: Bool = false, problems: ProblemLog = ProblemLog()) throws {
+        let (source, writer) = queue.worker(drain: drain) { problems.add($0) }
         let pipeline = try HeraldAssembly.configured(HeraldConfiguration()).makePipeline(source: source, ledger: OutcomeLedger(observers: [writer]))
         writer.start()
         self.writer = writer

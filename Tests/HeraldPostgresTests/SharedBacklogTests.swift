@@ -88,9 +88,6 @@ struct SharedBacklogTests {
             _ = try await queue.enqueue(Array(lines[chunk ..< min(chunk + 10_000, lines.count)]))
         }
         await queue.close()
-        let path = temporaryDirectory() + "/herald.json"
-        try #"{"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)"},"transport":{"type":"simulator"}}"#
-            .write(toFile: path, atomically: true, encoding: .utf8)
-        return (cluster, db, path)
+        return (cluster, db, try queueConfigurationFile(cluster, db))
     }
 }
