@@ -9,23 +9,26 @@ import Glibc
 #endif
 
 /// `herald bench queue`: notifications per second through the PostgreSQL
-/// queue, end to end, for 1, 2 and 4 workers, beside `herald send` and
-/// beside the claim and outcome statements run bare by `pgbench`.
+/// queue, end to end, for 1, 2 and 4 `herald work` processes, beside `herald send FILE`
+/// run as its own process on the same requests, and beside the claim and outcome statements
+/// run bare by `pgbench`; with where the CPU went (workers, PostgreSQL, producers).
 struct BenchQueue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queue",
-        abstract: "Notifications per second through the PostgreSQL queue (enqueue → claim → simulator → outcome written), by workers.",
+        abstract: "Notifications per second through the PostgreSQL queue (herald enqueue → herald work → outcome written) against herald send FILE, by workers.",
         discussion: """
             Needs a database: the configuration's queue section (its notifications table is emptied \
             before each run: use a database of its own). Makes --count request lines; each round \
-            times herald send on them, then for each --workers count starts the workers (each in \
-            this process with its own pipeline, simulator and connections), warms them up (their \
-            connections open, a batch or more through each), enqueues the lines (with COPY, 5,000 rows \
-            at a time, from --producers connections at once, while the workers run) and times until \
-            every row is done. The best of the --rounds counts (every \
-            round's figure is reported too). Then, as the database's own limit, pgbench runs the same claim \
-            and outcome statements bare (500 rows a transaction) on the same number of connections. \
-            Goal (issue 16): one worker at least half of herald send's rate, and more workers never slower.
+            times herald send FILE (this executable, its own process, outcomes to a file), then for \
+            each --workers count starts that many herald work processes with the same configuration, \
+            warms them up (a batch or more through each), runs --producers herald enqueue processes \
+            on the lines (each a share of them, while the workers run) and times until every row's \
+            outcome is written. CPU seconds of each side (send; the workers, the PostgreSQL server \
+            when it runs on this machine, the producers) are reported per round. The best of the \
+            --rounds counts (every round's figure is reported too). Then, as the database's own limit, \
+            pgbench runs the same claim and outcome statements bare (500 rows a transaction) on the \
+            same number of connections. Goal (issues 16, 28): one worker at least half of herald \
+            send's rate, and more workers never slower.
 
             Example (a throwaway server: docs/scale-out.md, "Benchmarks"):
               herald bench queue --config bench.json
@@ -37,18 +40,20 @@ struct BenchQueue: AsyncParsableCommand {
     @Option(help: "Worker counts to run, comma-separated.") var workers = "1,2,4"
     @Option(help: "pgbench (none: skip that baseline).") var pgbench = "pgbench"
     @Option(help: "Rounds: send and each worker count are timed once a round, in turn; the best of each counts.") var rounds = 5
-    @Option(help: "Connections enqueuing at once while the workers run (each its own COPYs). Two keep ahead of four workers here; one did not, and the run then measured the enqueue.") var producers = 2
+    @Option(help: "herald enqueue processes at once while the workers run (each a share of the lines). Two keep ahead of four workers here; one did not, and the run then measured the enqueue.") var producers = 2
 
     func run() async throws {
         let counts = workers.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
         guard !counts.isEmpty else { throw BenchError("--workers: give counts like 1,2,4") }
         guard rounds >= 1 else { throw BenchError("--rounds: at least 1") }
-        guard (1...4).contains(producers) else { throw BenchError("--producers: 1 to 4 (the pool's connections)") }
+        guard (1...8).contains(producers) else { throw BenchError("--producers: 1 to 8") }
         let root = try ConfigNode.load(path: config)
         let queueConfiguration = try PostgresQueueConfiguration.load(try root.child("queue"))
         let (dir, input, lines) = try benchRequestFile(count: count, seed: 16, name: "queue")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let bodies = lines.map { String(decoding: $0.dropLast(), as: UTF8.self) }
+        let shares = try Self.producerFiles(lines, producers: producers, dir: dir)
+        let herald = try BenchProcess.selfExecutable()
+        let warm = lines.prefix(queueConfiguration.batch * counts.max()!).map { String(decoding: $0.dropLast(), as: UTF8.self) }
 
         var report = JSONLine()
         report.add("benchmark", "queue")
@@ -58,37 +63,43 @@ struct BenchQueue: AsyncParsableCommand {
         report.add("producers", producers)
         let control = PostgresQueue(configuration: queueConfiguration, owner: "bench-control").start()
         try await control.migrate()
+        let server = try await BenchPostgresServer.find(control)
+        report.add("postgres_cpu_measured", server != nil)
         // Round after round, each measurement once (send, then each worker count), so that a slow
         // spell of a shared machine falls on one round of each rather than on one measurement.
-        var sendRates: [Double] = []
-        var workerRates = [[Double]](repeating: [], count: counts.count)
-        var enqueueShares = [[Double]](repeating: [], count: counts.count)
-        var coresBusy = [[Double]](repeating: [], count: counts.count)
+        var sendRates: [Double] = [], sendCPU: [Double] = []
+        var runs = [[Run]](repeating: [], count: counts.count)
         for _ in 0..<rounds {
-            sendRates.append(Double(count) / (try await benchSendSeconds(input: input, count: count)))
+            let send = try await Self.sendProcess(herald, input: input, dir: dir)
+            sendRates.append(Double(count) / send.seconds)
+            sendCPU.append(send.cpu)
             for (k, n) in counts.enumerated() {
                 try await control.removeEveryRow()
-                let run = try await Self.endToEnd(bodies, workers: n, producers: producers, configuration: queueConfiguration, control: control)
-                workerRates[k].append(run.rate)
-                enqueueShares[k].append(run.enqueueShare)
-                if let busy = run.coresBusy { coresBusy[k].append(busy) }
+                runs[k].append(try await Self.endToEnd(
+                    herald, workers: n, shares: shares, warm: warm, count: count, batch: queueConfiguration.batch, config: config,
+                    dir: dir, control: control, server: server))
             }
         }
         let sendRate = sendRates.max()!
         report.add("send_per_s", sendRate, places: 0)
         report.add("send_rounds_per_s", sendRates, places: 0)
+        report.add("send_rounds_cpu_s", sendCPU, places: 2)
         for (k, n) in counts.enumerated() {
-            report.add("workers_\(n)_per_s", workerRates[k].max()!, places: 0)
-            report.add("workers_\(n)_rounds_per_s", workerRates[k], places: 0)
-            report.add("workers_\(n)_rounds_enqueue_share", enqueueShares[k], places: 2)
-            if !coresBusy[k].isEmpty { report.add("workers_\(n)_rounds_cores_busy", coresBusy[k], places: 2) }
-            if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: bodies, dir: dir) {
+            report.add("workers_\(n)_per_s", runs[k].map(\.rate).max()!, places: 0)
+            report.add("workers_\(n)_rounds_per_s", runs[k].map(\.rate), places: 0)
+            report.add("workers_\(n)_rounds_enqueue_share", runs[k].map(\.enqueueShare), places: 2)
+            report.add("workers_\(n)_rounds_cpu_workers_s", runs[k].map(\.cpuWorkers), places: 2)
+            if server != nil { report.add("workers_\(n)_rounds_cpu_postgres_s", runs[k].map { $0.cpuPostgres ?? 0 }, places: 2) }
+            report.add("workers_\(n)_rounds_cpu_producers_s", runs[k].map(\.cpuProducers), places: 2)
+            let busy = runs[k].compactMap(\.coresBusy)
+            if !busy.isEmpty { report.add("workers_\(n)_rounds_cores_busy", busy, places: 2) }
+            if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: lines, dir: dir) {
                 report.add("pgbench_\(n)_rows_per_s", bare, places: 0)
             }
         }
         try await control.removeEveryRow()
         await control.close()
-        let rates = workerRates.map { $0.max()! }
+        let rates = runs.map { $0.map(\.rate).max()! }
         report.add("ratio_1_worker_to_send", rates[0] / sendRate, places: 3)
         report.add("goal_ratio", 0.5, places: 1)
         report.add("more_workers_never_slower", zip(rates, rates.dropFirst()).allSatisfy { $1 >= $0 * 0.95 })
@@ -96,55 +107,91 @@ struct BenchQueue: AsyncParsableCommand {
         report.print()
     }
 
-    /// Rows per second from the first INSERT to the last outcome written, with `workers` in this
-    /// process, and the share of that time the enqueue took (near 1: the workers kept up with it).
+    /// One end-to-end run: its rate, the share of its time the enqueue took (near 1: the workers
+    /// kept up with it, and the run measured the enqueue), and CPU seconds by side.
+    struct Run {
+        var rate: Double
+        var enqueueShare: Double
+        var cpuWorkers: Double
+        var cpuPostgres: Double?
+        var cpuProducers: Double
+        var coresBusy: Double?
+    }
+
+    /// The lines dealt to `producers` files, 5,000-line chunks in turn (each producer a share of
+    /// every part of the input, as the in-turn COPYs of one process would).
+    static func producerFiles(_ lines: [[UInt8]], producers: Int, dir: String) throws -> [String] {
+        var parts = [[UInt8]](repeating: [], count: producers)
+        for (c, start) in stride(from: 0, to: lines.count, by: 5000).enumerated() {
+            for line in lines[start..<min(lines.count, start + 5000)] { parts[c % producers].append(contentsOf: line) }
+        }
+        return try parts.enumerated().map { p, bytes in
+            let path = dir + "/producer-\(p).jsonl"
+            guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { throw BenchError("cannot write \(path)") }
+            return path
+        }
+    }
+
+    /// `herald send FILE` as its own process (outcomes to a file, as a user keeps them): seconds
+    /// from its start to its exit, and its CPU seconds.
+    static func sendProcess(_ herald: String, input: String, dir: String) async throws -> (seconds: Double, cpu: Double) {
+        let cpu = BenchProcess.childrenCPUSeconds()
+        let clock = ContinuousClock(), started = clock.now
+        let send = try BenchProcess(herald, ["send", "--quiet", "--overwrite-outcomes", "--outcomes", dir + "/send-outcomes.jsonl", input], log: dir + "/send.log")
+        try await send.exit(expecting: 0)
+        return ((clock.now - started).inSeconds, BenchProcess.childrenCPUSeconds() - cpu)
+    }
+
+    /// Rows per second from the producers' start to the last outcome written, with `n` herald work
+    /// processes already running.
     static func endToEnd(
-        _ bodies: [String], workers n: Int, producers: Int, configuration: PostgresQueueConfiguration, control: PostgresQueue
-    ) async throws -> (rate: Double, enqueueShare: Double, coresBusy: Double?) {
-        var running = configuration
-        running.connectionsKeptOpen = true
-        let queues = (0..<n).map { PostgresQueue(configuration: running, owner: "bench-worker-\($0)").start() }
-        let pipelines = try queues.map { queue -> (Pipeline, QueueOutcomeWriter) in
-            let (source, writer) = queue.worker(drain: false)
-            let ledger = OutcomeLedger(observers: [writer])
-            return (try HeraldAssembly.configured(HeraldConfiguration()).makePipeline(source: source, ledger: ledger), writer)
-        }
-        let runs = pipelines.map { pipeline, writer in
-            writer.start()
-            return Task { _ = try await pipeline.run(); return await writer.finish() }
-        }
-        func written() -> Int { pipelines.reduce(0) { $0 + $1.1.report.written } }
-        // Workers measured running, not starting: their connections open (kept open from the start)
-        // and rows through each of them (claims and writes prepared) before the clock starts.
+        _ herald: String, workers n: Int, shares: [String], warm: [String], count: Int, batch: Int, config: String, dir: String,
+        control: PostgresQueue, server: BenchPostgresServer?
+    ) async throws -> Run {
+        let workers = try (0..<n).map { try BenchProcess(herald, ["work", "--config", config], log: dir + "/worker-\($0).log") }
+        defer { for w in workers { w.terminate() } }
+        // Workers measured running, not starting: a batch or more through each before the clock
+        // starts (their sessions open, their statements prepared).
         var warmed = 0
-        for _ in 0..<20 where pipelines.contains(where: { $0.1.report.written < configuration.batch }) {
-            warmed += try await control.enqueue(Array(bodies.prefix(n * configuration.batch)))
-            while written() < warmed { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<50 {
+            warmed += try await control.enqueue(Array(warm.prefix(n * batch)))
+            try await waitForDone(warmed, control: control, workers: workers)
+            if try await control.benchOutcomeOwners() >= n { break }
         }
-        let cpuBefore = CPUTimes.now()
-        let started = ContinuousClock.now
-        // Each producer its own connection, taking every producers-th chunk of 5,000 rows.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for p in 0..<producers {
-                group.addTask {
-                    for start in stride(from: p * 5000, to: bodies.count, by: producers * 5000) {
-                        _ = try await control.enqueue(Array(bodies[start..<min(bodies.count, start + 5000)]))
-                    }
-                }
+        let workersBefore = workers.map(\.cpuSeconds), postgresBefore = server?.cpuSeconds(), producersBefore = BenchProcess.childrenCPUSeconds()
+        let coresBefore = CPUTimes.now()
+        let clock = ContinuousClock(), started = clock.now
+        let producing = try shares.enumerated().map { p, file in
+            try BenchProcess(herald, ["enqueue", "--config", config, file], log: dir + "/producer-\(p).log")
+        }
+        for p in producing { try await p.exit(expecting: 0) }
+        let enqueued = clock.now
+        let lag = try await waitForDone(warmed + count, control: control, workers: workers)
+        let seconds = (clock.now - started).inSeconds - lag
+        let run = Run(
+            rate: Double(count) / seconds, enqueueShare: min(1, (enqueued - started).inSeconds / seconds),
+            cpuWorkers: zip(workers, workersBefore).reduce(0) { $0 + $1.0.cpuSeconds - $1.1 },
+            cpuPostgres: postgresBefore.flatMap { before in server?.cpuSeconds().map { $0 - before } },
+            cpuProducers: BenchProcess.childrenCPUSeconds() - producersBefore,
+            coresBusy: coresBefore.flatMap { before in CPUTimes.now().map { $0.coresBusy(since: before) } })
+        for w in workers { w.terminate() }
+        for w in workers { try await w.exit(expecting: 0) }
+        return run
+    }
+
+    /// Waits (polling every 100 ms) until `rows` outcomes are written; returns how long before the
+    /// poll that saw it the last was written (the server's clock), so the run's time is exact to a
+    /// statement's round trip rather than to the polling interval.
+    @discardableResult
+    static func waitForDone(_ rows: Int, control: PostgresQueue, workers: [BenchProcess]) async throws -> Double {
+        while true {
+            let (done, lag) = try await control.benchOutcomesWritten()
+            if done >= rows { return lag }
+            if let dead = workers.first(where: { !$0.running }) {
+                throw BenchError("a herald work process ended (status \(dead.status)): \(dead.logTail())")
             }
-            try await group.waitForAll()
+            try await Task.sleep(for: .milliseconds(100))
         }
-        let enqueued = ContinuousClock.now
-        // The writers' own counts (outcomes committed): polling the table would load the database being measured.
-        while written() < warmed + bodies.count { try await Task.sleep(for: .milliseconds(5)) }
-        let seconds = (ContinuousClock.now - started).inSeconds
-        let busy = cpuBefore.flatMap { before in CPUTimes.now().map { $0.coresBusy(since: before) } }
-        for (pipeline, _) in pipelines { pipeline.shutdown() }
-        var total = 0
-        for r in runs { total += try await r.value.written }
-        for q in queues { await q.close() }
-        guard total == warmed + bodies.count else { throw BenchError("\(n) workers wrote \(total) of \(warmed + bodies.count) outcomes") }
-        return (Double(bodies.count) / seconds, (enqueued - started).inSeconds / seconds, busy)
     }
 
     /// The machine's CPU time so far, all cores, from `/proc/stat` (Linux; `nil` elsewhere): how busy
@@ -173,9 +220,10 @@ struct BenchQueue: AsyncParsableCommand {
     /// The claim and the outcome write, bare: `pgbench` running one statement that claims 500
     /// queued rows and finishes them, on `clients` connections, over `rows` freshly queued rows.
     static func pgbenchRate(
-        _ pgbench: String, rows: Int, clients: Int, configuration c: PostgresQueueConfiguration, control: PostgresQueue, bodies: [String], dir: String
+        _ pgbench: String, rows: Int, clients: Int, configuration c: PostgresQueueConfiguration, control: PostgresQueue, bodies lines: [[UInt8]], dir: String
     ) async throws -> Double? {
         guard pgbench != "none" else { return nil }
+        let bodies = lines.map { String(decoding: $0.dropLast(), as: UTF8.self) }
         try await control.removeEveryRow()
         for start in stride(from: 0, to: bodies.count, by: 5000) {
             _ = try await control.enqueue(Array(bodies[start..<min(bodies.count, start + 5000)]))

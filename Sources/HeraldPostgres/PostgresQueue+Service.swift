@@ -104,6 +104,40 @@ extension PostgresQueue {
         }
     }
 
+    /// For `herald bench queue`, watching workers in other processes: the rows whose outcomes are
+    /// written, and the seconds since the last was written (the server's clock).
+    package func benchOutcomesWritten() async throws(QueueError) -> (rows: Int, secondsSinceLast: Double) {
+        try await named("counting outcomes") { [self] in
+            var answer = (0, 0.0)
+            let rows = try await client.query(
+                """
+                SELECT coalesce(sum(cardinality(ids)), 0)::bigint,
+                       coalesce(extract(epoch FROM clock_timestamp() - max(finished_at)), 0)::float8
+                FROM herald_outcomes
+                """, logger: logger)
+            for try await (n, lag) in rows.decode((Int, Double).self) { answer = (n, max(0, lag)) }
+            return answer
+        }
+    }
+
+    /// For `herald bench queue`: how many owners have written outcomes.
+    package func benchOutcomeOwners() async throws(QueueError) -> Int {
+        try await named("counting workers") { [self] in
+            var answer = 0
+            for try await n in try await client.query("SELECT count(DISTINCT owner)::bigint FROM herald_outcomes", logger: logger).decode(Int.self) { answer = n }
+            return answer
+        }
+    }
+
+    /// For `herald bench queue`: the process id of a session's backend (where the server runs).
+    package func benchBackendProcess() async throws(QueueError) -> Int32 {
+        try await named("asking the server's process") { [self] in
+            var answer: Int32 = 0
+            for try await n in try await client.query("SELECT pg_backend_pid()", logger: logger).decode(Int32.self) { answer = n }
+            return answer
+        }
+    }
+
     /// Empties the table, for benchmarks: every row, whatever its state.
     package func removeEveryRow() async throws(QueueError) {
         try await named("emptying the queue") { [self] in

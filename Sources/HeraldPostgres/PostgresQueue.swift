@@ -167,12 +167,33 @@ public final class PostgresQueue: Service, Sendable {
     /// when the server cuts its connection under it (a restart while an outcome write was
     /// being sent), and a worker must not stop for good on that.
     func named<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(QueueError) -> T {
+        // Still waiting after connectTimeout: if the server refuses new sessions, say so now rather
+        // than after answerTimeout (the pool waits in silence while it cannot open one).
+        let watch = Task { [self] in
+            guard (try? await Task.sleep(for: configuration.connectTimeout)) != nil, let why = await sessionRefusal() else { return }
+            logger.error("PostgreSQL \(configuration): \(what): no answer for \(configuration.connectTimeout), and a new session is refused: \(why) (still waiting)")
+        }
+        defer { watch.cancel() }
         do {
             return try await answered(within: configuration.answerTimeout, body)
         } catch let e as NoAnswer {
-            throw QueueError("PostgreSQL \(configuration): \(what): \(e)", isOutage: true)
+            // The pool keeps a statement waiting while it cannot open a session, and says nothing of
+            // why: a session of our own asks (the server's max_connections taken, a password changed…).
+            let why = await sessionRefusal().map { "; a new session is refused: \($0)" } ?? ""
+            throw QueueError("PostgreSQL \(configuration): \(what): \(e)\(why)", isOutage: true)
         } catch {
             throw QueueError("PostgreSQL \(configuration): \(what): \(QueueError.explain(error))", isOutage: QueueError.isOutage(error))
+        }
+    }
+
+    /// Why the server refuses a new session now (`nil`: it accepts one, which is closed at once).
+    func sessionRefusal() async -> String? {
+        do {
+            let connection = try await PostgresConnection.connect(configuration: configuration.connection, id: 0, logger: logger)
+            try? await connection.close()
+            return nil
+        } catch {
+            return QueueError.explain(error)
         }
     }
 

@@ -51,6 +51,133 @@ struct CrashMatrixTests {
     }
 }
 
+extension CrashMatrixTests {
+    @Test("the server's max_connections taken by another client's pool while the worker's sessions are ended: the worker waits, says why, and goes on when slots free; every row once, none lost")
+    func connectionsTaken() async throws {
+        // A server of its own: its every slot is taken, which would fail other tests' sessions.
+        let cluster = try PostgresCluster(extraOptions: "-c max_connections=20")
+        defer { cluster.stop() }
+        let db = try await cluster.createDatabase()
+        try await cluster.psql(db, "DO $$ BEGIN CREATE ROLE hog LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        let run = try await Outbox.start(workers: 1, on: (cluster, db))
+        try await Task.sleep(for: .seconds(5))
+        // An application's pool wanting more sessions than the server has (as a superuser, so the
+        // reserved slots too), reopening any that ends.
+        let hog = SessionHog(cluster, db, user: "hog", sessions: 40)
+        func ask(_ sql: String) async throws -> Int { try await hog.ask(sql) }
+        let sessions = "SELECT count(*)::bigint FROM pg_stat_activity WHERE backend_type = 'client backend'"
+        let clock = ContinuousClock()
+        var deadline = clock.now + .seconds(30)
+        while try await ask(sessions) < 20 && clock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        let taken = try await ask(sessions)
+        // The worker's sessions end: it must open new ones, and the pool takes every slot freed.
+        let ended = try await ask("SELECT count(pg_terminate_backend(pid))::bigint FROM pg_stat_activity WHERE usename = 'postgres' AND datname = current_database()")
+        let done = "SELECT coalesce(sum(cardinality(ids)), 0)::bigint FROM herald_outcomes"
+        let before = try await ask(done)
+        var workerSessions = 0
+        deadline = clock.now + .seconds(20)
+        while clock.now < deadline {
+            try await Task.sleep(for: .seconds(1))
+            workerSessions = max(workerSessions, try await ask("SELECT count(*)::bigint FROM pg_stat_activity WHERE usename = 'postgres'"))
+        }
+        let during = try await ask(done) - before
+        await hog.stop()
+        // How long after the slots free the worker sends again.
+        let released = clock.now
+        let resumeRows = Int(try await run.cluster.psql(db, done)) ?? 0
+        while (Int(try await run.cluster.psql(db, done)) ?? 0) <= resumeRows && clock.now < released + .seconds(120) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let resumed = (clock.now - released).inSeconds
+        let figures = try await run.finish()
+        let logs = run.logs()
+        print("connections taken: \(taken) of 20 sessions held by another pool for 20 s, \(ended) of the worker's ended; worker sessions at most \(workerSessions) meanwhile, \(during) rows finished meanwhile; sending again \(String(format: "%.1f", resumed)) s after the slots freed; \(figures)")
+        #expect(taken == 20 && ended >= 1, "\(taken) sessions, \(ended) ended")
+        // Sending again once the pool has a session: its next attempt (backing off as it failed), or
+        // the statement given up after answerTimeout (60 s) and retried.
+        #expect(resumed < 70, "sent again \(resumed) s after the slots freed")
+        // The operator sees why nothing is sent: the server's refusal, named.
+        #expect(logs.contains("too many clients") || logs.contains("connection slots"), "worker logs: \(logs.suffix(1500))")
+    }
+
+    @Test("1.5x sustained overload for five minutes against a rate-limited worker: the backlog grows as offered and is drained; leases, cursor and dead tuples bounded throughout; after prune and autovacuum the space is reused")
+    func sustainedOverload() async throws {
+        // A server of its own, autovacuum looking every 10 s (default 60): its statistics are this test's alone.
+        let cluster = try PostgresCluster(extraOptions: "-c autovacuum_naptime=10s")
+        defer { cluster.stop() }
+        let db = try await cluster.createDatabase()
+        // The worker sends 2,000 a second (its pipeline's rate-limit stage, as an operator sets one
+        // below APNs' pace); the outbox offers 3,000: 2 sessions, 30 rows every 20 ms.
+        var run = try await Outbox.start(workers: 1, on: (cluster, db), stages: #"[{"type":"rate-limit","after":"ingest","perSecond":2000}]"#, rowsPerTransaction: 30)
+        let tables = ["notifications", "herald_outcomes", "herald_leases", "herald_cursor"]
+        struct Sample { var seconds: Int; var backlog: Int; var dead: [String: Int]; var bytes: [String: Int] }
+        func sample(_ seconds: Int) async throws -> Sample {
+            let text = try await cluster.psql(db, """
+                SELECT (SELECT count(*) FROM notifications) - (SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_outcomes)
+                UNION ALL SELECT pg_total_relation_size(t) FROM unnest(ARRAY['\(tables.joined(separator: "','"))']::regclass[]) WITH ORDINALITY AS u(t, k)
+                """)
+            let v = text.split(separator: "\n").compactMap { Int($0) }
+            try #require(v.count == 1 + tables.count, "sample: \(text)")
+            let dead = try await cluster.psql(db, "SELECT relname || '=' || n_dead_tup FROM pg_stat_user_tables WHERE relname IN ('\(tables.joined(separator: "','"))')")
+            var d: [String: Int] = [:]
+            for pair in dead.split(separator: "\n") { let kv = pair.split(separator: "="); if kv.count == 2 { d[String(kv[0])] = Int(kv[1]) } }
+            return Sample(seconds: seconds, backlog: v[0], dead: d, bytes: Dictionary(uniqueKeysWithValues: zip(tables, v.dropFirst())))
+        }
+        var samples: [Sample] = []
+        for t in stride(from: 15, through: 300, by: 15) {
+            try await Task.sleep(for: .seconds(15))
+            samples.append(try await sample(t))
+        }
+        // The drain: the outbox stops, two more workers join.
+        run.feed.stop()
+        for _ in 0..<2 { run.workers.append(try run.startWorker()) }
+        let figures = try await run.settle(within: .seconds(300))
+        let drained = try await sample(0)
+        let drainedHeap = Int(try await cluster.psql(db, "SELECT pg_relation_size('notifications')")) ?? 0
+        // Prune every finished row, then autovacuum (no VACUUM by hand) clears the dead tuples.
+        let pruned = try await run.producer.prune(finishedBefore: .zero)
+        // Both tables autovacuumed since the prune (its time by the server's clock).
+        let prunedAt = try await cluster.psql(db, "SELECT now()")
+        let vacuumed = "SELECT count(*) FROM pg_stat_user_tables WHERE relname IN ('notifications', 'herald_outcomes') AND last_autovacuum > '\(prunedAt)'"
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(180)
+        while try await cluster.psql(db, vacuumed) != "2" && clock.now < deadline { try await Task.sleep(for: .seconds(2)) }
+        try await Task.sleep(for: .seconds(2))  // the statistics reach the view within a second or so
+        let afterVacuum = try await sample(0)
+        let heapBefore = Int(try await cluster.psql(db, "SELECT pg_relation_size('notifications')")) ?? 0
+        // Another 30 s of rows at the same offer, with the three workers keeping up: they go
+        // into the space autovacuum freed.
+        let refill = Feed(), producer = run.producer
+        let refilling = Task { try await refill.run(producer, sessions: 2, rowsPerTransaction: 30, every: .milliseconds(20)) }
+        try await Task.sleep(for: .seconds(30))
+        refill.stop()
+        let refilled = try await refilling.value
+        let heapAfter = Int(try await cluster.psql(db, "SELECT pg_relation_size('notifications')")) ?? 0
+        _ = try await run.settle(rows: refilled)
+        try await run.stopWorkers()
+
+        let peak = samples.map(\.backlog).max() ?? 0
+        func mib(_ b: Int) -> String { String(format: "%.1f MiB", Double(b) / 1_048_576) }
+        print("sustained overload: every 15 s, backlog \(samples.map(\.backlog)); dead tuples (notifications/outcomes/leases/cursor) \(samples.map { s in tables.map { s.dead[$0, default: 0] } }); sizes \(samples.map { s in tables.map { mib(s.bytes[$0]!) } })")
+        print("sustained overload: \(figures); drained: sizes \(tables.map { mib(drained.bytes[$0]!) }); pruned \(pruned) rows; after autovacuum: dead \(tables.map { afterVacuum.dead[$0, default: 0] }), sizes \(tables.map { mib(afterVacuum.bytes[$0]!) }); \(refilled) rows more: notifications' heap \(mib(heapBefore)) → \(mib(heapAfter)) (\(mib(drainedHeap)) for the overload's \(figures.rows))")
+        // Offered 1.5x: the backlog grew by about a third of the offer (1,000 a second), steadily.
+        #expect(peak > 200_000 && samples.last!.backlog > samples[samples.count / 2].backlog, "backlog \(samples.map(\.backlog))")
+        // The leases and the cursor are rewritten by every claim: autovacuum keeps them small.
+        for s in samples {
+            #expect(s.bytes["herald_leases"]! < 2 << 20 && s.bytes["herald_cursor"]! < 1 << 20, "at \(s.seconds) s: \(s.bytes)")
+            #expect(s.dead["herald_leases", default: 0] < 50_000 && s.dead["herald_cursor", default: 0] < 50_000, "at \(s.seconds) s: \(s.dead)")
+        }
+        #expect(pruned == figures.rows)
+        // What autovacuum leaves dead is what a snapshot still saw as it ran (a few hundred here), not the prune's.
+        #expect(afterVacuum.dead["notifications", default: 0] < pruned / 100 && afterVacuum.dead["herald_outcomes", default: 0] < pruned / 100, "after autovacuum: \(afterVacuum.dead)")
+        // The space came back: autovacuum cut the emptied heap (or left it for reuse), and the new
+        // rows take no more room a row than the overload's did (no bloat carried over).
+        #expect(afterVacuum.bytes["notifications"]! < drained.bytes["notifications"]! / 2, "notifications \(drained.bytes) → \(afterVacuum.bytes)")
+        let perRow = Double(drainedHeap) / Double(max(1, figures.rows))
+        #expect(Double(heapAfter) <= Double(heapBefore) + Double(refilled) * perRow * 1.1 + 1_048_576,
+                "notifications' heap \(heapBefore) → \(heapAfter) bytes after \(refilled) rows more (\(Int(perRow)) bytes a row in the overload)")
+    }
+}
+
 /// One crash-matrix run: a fresh database, `herald work` processes (lease 5 s, so rows a dead
 /// worker held come back within seconds), and an application's outbox inserting 1,000 rows a
 /// second as role `producer`, until ``finish()``.
@@ -65,18 +192,21 @@ struct Outbox {
     var workers: [pid_t]
     var started = 0
 
-    static func start(workers n: Int) async throws -> Outbox {
-        let (cluster, db) = try await freshDatabase()
+    /// On `server` (a cluster and database of the test's own) or a fresh database of the shared
+    /// server; `stages` in the workers' configuration; the outbox's transactions `rowsPerTransaction`
+    /// rows each, every 20 ms in each of two sessions.
+    static func start(workers n: Int, on server: (PostgresCluster, String)? = nil, stages: String? = nil, rowsPerTransaction: Int = 10) async throws -> Outbox {
+        let (cluster, db) = if let server { server } else { try await freshDatabase() }
         // Roles are the server's, shared by every test database: made once.
         try await cluster.psql(db, "DO $$ BEGIN CREATE ROLE producer LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
         let dir = temporaryDirectory()
-        let config = try queueConfigurationFile(cluster, db, settings: #","lease":5,"batch":500"#)
+        let config = try queueConfigurationFile(cluster, db, settings: #","lease":5,"batch":500"#, stages: stages)
         var c = queueConfiguration(cluster, db)
         c.user = "producer"
         let producer = PostgresQueue(configuration: c, owner: "producer").start()
         try await producer.migrate()
         let feed = Feed()
-        let producing = Task { try await feed.run(producer, sessions: 2, rowsPerTransaction: 10, every: .milliseconds(20)) }
+        let producing = Task { try await feed.run(producer, sessions: 2, rowsPerTransaction: rowsPerTransaction, every: .milliseconds(20)) }
         var run = Outbox(cluster: cluster, db: db, dir: dir, config: config, producer: producer, feed: feed, producing: producing, workers: [])
         for _ in 0..<n { run.workers.append(try run.startWorker()) }
         return run
@@ -114,11 +244,29 @@ struct Outbox {
     /// checks the table: every row finished once, accepted; a row claimed more than once is marked,
     /// and no other.
     func finish() async throws -> Figures {
+        let figures = try await settle()
+        try await stopWorkers()
+        return figures
+    }
+
+    /// Stops the outbox and waits (for `within` at most) until `rows` (by default every row it
+    /// inserted) have outcomes; checks them as ``finish()`` does. The workers go on.
+    func settle(rows: Int? = nil, within: Duration = .seconds(120)) async throws -> Figures {
         feed.stop()
-        let rows = try await producing.value
-        let clock = ContinuousClock(), deadline = clock.now + .seconds(120)
+        let inserted = try await producing.value
+        let rows = rows ?? inserted
+        let clock = ContinuousClock(), deadline = clock.now + within
         func done() async throws -> Int { Int(try await cluster.psql(db, "SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_outcomes")) ?? 0 }
         while try await done() < rows && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
+        await #expect(try tally(cluster, db) == ["done|accepted": rows])
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE possible_duplicate <> (attempts > 1)") == "0")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
+        let marked = Int(try await cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE possible_duplicate")) ?? -1
+        return Figures(rows: rows, marked: marked)
+    }
+
+    /// SIGTERM to every worker: each exits 0. The producer's pool closes.
+    func stopWorkers() async throws {
         // A worker started a moment ago may not have its signal handling yet (a process's first
         // hundred milliseconds or so: loading, before main): SIGTERM would end it on the spot.
         try await Task.sleep(for: .seconds(2))
@@ -126,12 +274,11 @@ struct Outbox {
         let running = workers
         let statuses = try await offPool { running.map(waitForExit) }
         await producer.close()
-        let logs = (1...started).map { (try? String(contentsOfFile: dir + "/worker-\($0).log", encoding: .utf8)) ?? "" }.joined()
-        #expect(statuses.allSatisfy { $0 == 0 }, "exit statuses \(statuses): \(logs.suffix(800))")
-        await #expect(try tally(cluster, db) == ["done|accepted": rows])
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE possible_duplicate <> (attempts > 1)") == "0")
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
-        let marked = Int(try await cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE possible_duplicate")) ?? -1
-        return Figures(rows: rows, marked: marked)
+        #expect(statuses.allSatisfy { $0 == 0 }, "exit statuses \(statuses): \(logs().suffix(800))")
+    }
+
+    /// Every worker's output, in the order they started.
+    func logs() -> String {
+        (1...started).map { (try? String(contentsOfFile: dir + "/worker-\($0).log", encoding: .utf8)) ?? "" }.joined()
     }
 }

@@ -170,7 +170,15 @@ struct QueueCLITests {
             // The run keeps this machine's cores busy (the workers, the database): how busy, of how many.
             let busy = report["workers_\(n)_rounds_cores_busy"] as? [Double] ?? []
             #expect(busy.count == 2 && busy.allSatisfy { $0 > 0 && $0 <= Double(cores) + 0.01 }, "\(report)")
+            // Where the CPU went: the herald work processes, the server (it runs here), the herald enqueue processes.
+            for side in ["workers", "postgres", "producers"] {
+                let cpu = report["workers_\(n)_rounds_cpu_\(side)_s"] as? [Double] ?? []
+                #expect(cpu.count == 2 && cpu.allSatisfy { $0 > 0 }, "\(side): \(report)")
+            }
         }
+        #expect(report["postgres_cpu_measured"] as? Bool == true, "\(report)")
+        let sendCPU = report["send_rounds_cpu_s"] as? [Double] ?? []
+        #expect(sendCPU.count == 2 && sendCPU.allSatisfy { $0 > 0 }, "\(report)")
         #expect((report["pgbench_1_rows_per_s"] as? Double ?? 0) > 0 && (report["pgbench_2_rows_per_s"] as? Double ?? 0) > 0, "\(report)")
         let ratio = try #require(report["ratio_1_worker_to_send"] as? Double)
         #expect(abs(ratio - (report["workers_1_per_s"] as! Double) / (report["send_per_s"] as! Double)) < 0.001)

@@ -38,13 +38,15 @@ func configurationFile(_ cluster: PostgresCluster, _ database: String, lease: In
 
 /// A configuration file for `database` on `cluster`, reached through `port` (by default the
 /// server's own: another for a pooler in front of it), in a new temporary directory: the queue
-/// section with `settings` added (`,"lease":5`; every other setting at its default), and the
-/// in-memory simulator.
-func queueConfigurationFile(_ cluster: PostgresCluster, _ database: String, port: Int? = nil, user: String? = nil, settings: String = "") throws -> String {
+/// section with `settings` added (`,"lease":5`; every other setting at its default), the
+/// in-memory simulator, and `stages` when given (custom stages, a JSON array).
+func queueConfigurationFile(
+    _ cluster: PostgresCluster, _ database: String, port: Int? = nil, user: String? = nil, settings: String = "", stages: String? = nil
+) throws -> String {
     let path = temporaryDirectory() + "/herald.json"
     try #"""
     {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(port ?? cluster.port),"user":"\#(user ?? cluster.user)","database":"\#(database)"\#(settings)},
-     "transport":{"type":"simulator"}}
+     "transport":{"type":"simulator"}\#(stages.map { #","stages":\#($0)"# } ?? "")}
     """#.write(toFile: path, atomically: true, encoding: .utf8)
     return path
 }
