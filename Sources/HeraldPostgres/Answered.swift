@@ -9,9 +9,15 @@ struct NoAnswer: Error, CustomStringConvertible {
 /// `body`'s result, or ``NoAnswer`` once `timeout` has passed without one: `body`
 /// then runs on in a task of its own, cancelled, and its result is dropped.
 /// Cancelling the caller cancels `body` and returns at once (`CancellationError`),
-/// whether or not `body` heeds it.
-func answered<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+/// whether or not `body` heeds it. With `meanwhile`, its `check` runs once `after` has
+/// passed with no answer yet (on the timer's task: no task more per call), cancelled when
+/// the answer comes.
+func answered<T: Sendable>(
+    within timeout: Duration, meanwhile: (after: Duration, check: @Sendable () async -> Void)? = nil,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let race = AnswerRace<T>()
+    let deadline = ContinuousClock.now + timeout
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             race.waiting.withLock { $0 = continuation }
@@ -21,7 +27,11 @@ func answered<T: Sendable>(within timeout: Duration, _ body: @escaping @Sendable
                 return
             }
             let timer = Task {
-                guard (try? await Task.sleep(for: timeout)) != nil, let c = race.waiting.withLock({ $0.take() }) else { return }
+                if let meanwhile, meanwhile.after < timeout {
+                    guard (try? await Task.sleep(for: meanwhile.after)) != nil else { return }
+                    await meanwhile.check()
+                }
+                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil, let c = race.waiting.withLock({ $0.take() }) else { return }
                 race.tasks.withLock { $0.work }?.cancel()
                 c.resume(throwing: NoAnswer(timeout: timeout))
             }

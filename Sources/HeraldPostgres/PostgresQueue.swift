@@ -169,13 +169,13 @@ public final class PostgresQueue: Service, Sendable {
     func named<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(QueueError) -> T {
         // Still waiting after connectTimeout: if the server refuses new sessions, say so now rather
         // than after answerTimeout (the pool waits in silence while it cannot open one).
-        let watch = Task { [self] in
-            guard (try? await Task.sleep(for: configuration.connectTimeout)) != nil, let why = await sessionRefusal() else { return }
-            logger.error("PostgreSQL \(configuration): \(what): no answer for \(configuration.connectTimeout), and a new session is refused: \(why) (still waiting)")
+        let waited = configuration.connectTimeout
+        let check: @Sendable () async -> Void = { [self] in
+            guard let why = await sessionRefusal(), !Task.isCancelled else { return }
+            logger.error("PostgreSQL \(configuration): \(what): no answer for \(waited), and a new session is refused: \(why) (still waiting)")
         }
-        defer { watch.cancel() }
         do {
-            return try await answered(within: configuration.answerTimeout, body)
+            return try await answered(within: configuration.answerTimeout, meanwhile: (waited, check), body)
         } catch let e as NoAnswer {
             // The pool keeps a statement waiting while it cannot open a session, and says nothing of
             // why: a session of our own asks (the server's max_connections taken, a password changed…).

@@ -152,21 +152,24 @@ struct BusyDatabaseTests {
         let order = Array(repeating: [true, false, false, true], count: 4).flatMap { $0 }
         // An application's sessions (pgbench): the table as it is installed, against the same table
         // with every trigger on it disabled.
-        var (on, off) = (0.0, 0.0)
+        // Each side's median round: a hiccup of this shared machine during one round (it moved a
+        // sum of rounds 6% between two identical sides) does not decide the comparison.
+        func median(_ v: [Double]) -> Double { let s = v.sorted(); return (s[(s.count - 1) / 2] + s[s.count / 2]) / 2 }
+        var (on, off) = ([Double](), [Double]())
         for wakeUp in order {
             try await cluster.psql(db, "ALTER TABLE notifications \(wakeUp ? "ENABLE" : "DISABLE") TRIGGER USER")
-            let tps = try await cluster.pgbench(db, script: "INSERT INTO notifications (body) VALUES ($b$\(line[0])$b$);\n", clients: 16, transactions: 1500)
-            if wakeUp { on += tps } else { off += tps }
+            let tps = try await cluster.pgbench(db, script: "INSERT INTO notifications (body) VALUES ($b$\(line[0])$b$);\n", clients: 16, transactions: 4000)
+            if wakeUp { on.append(tps) } else { off.append(tps) }
         }
-        print("16 one-row application sessions: \(Int(on / 8)) rows/s as installed, \(Int(off / 8)) with no trigger (\(String(format: "%.3f", on / off))x)")
-        #expect(on >= 0.95 * off, "\(on / 8) rows/s as installed, \(off / 8) with no trigger")
+        print("16 one-row application sessions: \(Int(median(on))) rows/s as installed, \(Int(median(off))) with no trigger (\(String(format: "%.3f", median(on) / median(off)))x; medians of 8 rounds)")
+        #expect(median(on) >= 0.95 * median(off), "rounds as installed \(on), with no trigger \(off)")
 
         // Herald's own producers (16 of them, as 16 processes of herald serve would be): the wake-up
         // sent after each commit, against none.
         let producers = (0..<16).map { PostgresQueue(configuration: c, owner: "producer-\($0)").start() }
         func round(wakeUp: Bool) async throws -> Int {
             for p in producers { p.quiet.store(!wakeUp, ordering: .relaxed) }
-            let end = clock.now + .milliseconds(1500)
+            let end = clock.now + .seconds(3)
             return try await withThrowingTaskGroup(of: Int.self) { group in
                 for p in producers {
                     group.addTask {
@@ -179,14 +182,14 @@ struct BusyDatabaseTests {
             }
         }
         _ = try await round(wakeUp: true)
-        var (sent, quiet) = (0, 0)
+        var (sent, quiet) = ([Double](), [Double]())
         for wakeUp in order {
-            let n = try await round(wakeUp: wakeUp)
-            if wakeUp { sent += n } else { quiet += n }
+            let n = Double(try await round(wakeUp: wakeUp)) / 3
+            if wakeUp { sent.append(n) } else { quiet.append(n) }
         }
-        let ratio = Double(sent) / Double(quiet)
-        print("16 one-row Herald producers: \(sent * 2 / 3 / 8) rows/s with the wake-up, \(quiet * 2 / 3 / 8) without (\(String(format: "%.3f", ratio))x)")
-        #expect(ratio >= 0.95, "\(sent) rows with the wake-up on, \(quiet) with it off")
+        let ratio = median(sent) / median(quiet)
+        print("16 one-row Herald producers: \(Int(median(sent))) rows/s with the wake-up, \(Int(median(quiet))) without (\(String(format: "%.3f", ratio))x; medians of 8 rounds)")
+        #expect(ratio >= 0.95, "rows/s with the wake-up on \(sent), with it off \(quiet)")
 
         let total = Int(try await cluster.psql(db, "SELECT count(*) FROM notifications")) ?? -1
         #expect(try await worker.waitForWritten(total - 2, timeout: .seconds(60)))
