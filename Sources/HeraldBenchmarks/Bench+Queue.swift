@@ -53,7 +53,8 @@ struct BenchQueue: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let shares = try Self.producerFiles(lines, producers: producers, dir: dir)
         let herald = try BenchProcess.selfExecutable()
-        let warm = lines.prefix(queueConfiguration.batch * counts.max()!).map { String(decoding: $0.dropLast(), as: UTF8.self) }
+        let bodies = lines.map { String(decoding: $0.dropLast(), as: UTF8.self) }
+        let warm = Array(bodies.prefix(queueConfiguration.batch * counts.max()!))
 
         var report = JSONLine()
         report.add("benchmark", "queue")
@@ -93,7 +94,7 @@ struct BenchQueue: AsyncParsableCommand {
             report.add("workers_\(n)_rounds_cpu_producers_s", runs[k].map(\.cpuProducers), places: 2)
             let busy = runs[k].compactMap(\.coresBusy)
             if !busy.isEmpty { report.add("workers_\(n)_rounds_cores_busy", busy, places: 2) }
-            if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: lines, dir: dir) {
+            if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: bodies, dir: dir) {
                 report.add("pgbench_\(n)_rows_per_s", bare, places: 0)
             }
         }
@@ -220,10 +221,9 @@ struct BenchQueue: AsyncParsableCommand {
     /// The claim and the outcome write, bare: `pgbench` running one statement that claims 500
     /// queued rows and finishes them, on `clients` connections, over `rows` freshly queued rows.
     static func pgbenchRate(
-        _ pgbench: String, rows: Int, clients: Int, configuration c: PostgresQueueConfiguration, control: PostgresQueue, bodies lines: [[UInt8]], dir: String
+        _ pgbench: String, rows: Int, clients: Int, configuration c: PostgresQueueConfiguration, control: PostgresQueue, bodies: [String], dir: String
     ) async throws -> Double? {
         guard pgbench != "none" else { return nil }
-        let bodies = lines.map { String(decoding: $0.dropLast(), as: UTF8.self) }
         try await control.removeEveryRow()
         for start in stride(from: 0, to: bodies.count, by: 5000) {
             _ = try await control.enqueue(Array(bodies[start..<min(bodies.count, start + 5000)]))

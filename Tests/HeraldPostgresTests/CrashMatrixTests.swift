@@ -72,7 +72,7 @@ extension CrashMatrixTests {
         let taken = try await ask(sessions)
         // The worker's sessions end: it must open new ones, and the pool takes every slot freed.
         let ended = try await ask("SELECT count(pg_terminate_backend(pid))::bigint FROM pg_stat_activity WHERE usename = 'postgres' AND datname = current_database()")
-        let done = "SELECT coalesce(sum(cardinality(ids)), 0)::bigint FROM herald_outcomes"
+        let done = Outbox.outcomesWritten
         let before = try await ask(done)
         var workerSessions = 0
         deadline = clock.now + .seconds(20)
@@ -84,8 +84,8 @@ extension CrashMatrixTests {
         await hog.stop()
         // How long after the slots free the worker sends again.
         let released = clock.now
-        let resumeRows = Int(try await run.cluster.psql(db, done)) ?? 0
-        while (Int(try await run.cluster.psql(db, done)) ?? 0) <= resumeRows && clock.now < released + .seconds(120) {
+        let resumeRows = try await run.finished()
+        while try await run.finished() <= resumeRows && clock.now < released + .seconds(120) {
             try await Task.sleep(for: .milliseconds(100))
         }
         let resumed = (clock.now - released).inSeconds
@@ -112,16 +112,17 @@ extension CrashMatrixTests {
         let tables = ["notifications", "herald_outcomes", "herald_leases", "herald_cursor"]
         struct Sample { var seconds: Int; var backlog: Int; var dead: [String: Int]; var bytes: [String: Int] }
         func sample(_ seconds: Int) async throws -> Sample {
+            // Each table's size and dead tuples, a line each in the order of `tables`.
             let text = try await cluster.psql(db, """
-                SELECT (SELECT count(*) FROM notifications) - (SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_outcomes)
-                UNION ALL SELECT pg_total_relation_size(t) FROM unnest(ARRAY['\(tables.joined(separator: "','"))']::regclass[]) WITH ORDINALITY AS u(t, k)
+                SELECT pg_total_relation_size(u.t), coalesce(s.n_dead_tup, 0)
+                FROM unnest(ARRAY['\(tables.joined(separator: "','"))']::regclass[]) WITH ORDINALITY AS u(t, k)
+                LEFT JOIN pg_stat_user_tables s ON s.relid = u.t ORDER BY u.k
                 """)
-            let v = text.split(separator: "\n").compactMap { Int($0) }
-            try #require(v.count == 1 + tables.count, "sample: \(text)")
-            let dead = try await cluster.psql(db, "SELECT relname || '=' || n_dead_tup FROM pg_stat_user_tables WHERE relname IN ('\(tables.joined(separator: "','"))')")
-            var d: [String: Int] = [:]
-            for pair in dead.split(separator: "\n") { let kv = pair.split(separator: "="); if kv.count == 2 { d[String(kv[0])] = Int(kv[1]) } }
-            return Sample(seconds: seconds, backlog: v[0], dead: d, bytes: Dictionary(uniqueKeysWithValues: zip(tables, v.dropFirst())))
+            let rows = text.split(separator: "\n").map { $0.split(separator: "|").compactMap { Int($0) } }
+            try #require(rows.count == tables.count && rows.allSatisfy { $0.count == 2 }, "sample: \(text)")
+            let backlog = try #require(Int(try await cluster.psql(db, "SELECT (SELECT count(*) FROM notifications) - (\(Outbox.outcomesWritten))")))
+            return Sample(seconds: seconds, backlog: backlog, dead: Dictionary(uniqueKeysWithValues: zip(tables, rows.map { $0[1] })),
+                          bytes: Dictionary(uniqueKeysWithValues: zip(tables, rows.map { $0[0] })))
         }
         var samples: [Sample] = []
         for t in stride(from: 15, through: 300, by: 15) {
@@ -256,8 +257,7 @@ struct Outbox {
         let inserted = try await producing.value
         let rows = rows ?? inserted
         let clock = ContinuousClock(), deadline = clock.now + within
-        func done() async throws -> Int { Int(try await cluster.psql(db, "SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_outcomes")) ?? 0 }
-        while try await done() < rows && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
+        while try await finished() < rows && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
         await #expect(try tally(cluster, db) == ["done|accepted": rows])
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE possible_duplicate <> (attempts > 1)") == "0")
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
@@ -276,6 +276,12 @@ struct Outbox {
         await producer.close()
         #expect(statuses.allSatisfy { $0 == 0 }, "exit statuses \(statuses): \(logs().suffix(800))")
     }
+
+    /// The rows with an outcome written, as SQL.
+    static let outcomesWritten = "SELECT coalesce(sum(cardinality(ids)), 0) FROM herald_outcomes"
+
+    /// The rows with an outcome written.
+    func finished() async throws -> Int { Int(try await cluster.psql(db, Self.outcomesWritten)) ?? 0 }
 
     /// Every worker's output, in the order they started.
     func logs() -> String {
