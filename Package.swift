@@ -261,7 +261,10 @@ let package = Package(
         .target(name: "HeraldTestSupport", dependencies: ["HeraldTesting"], path: "Tests/HeraldTestSupport"),
         .testTarget(
             name: "HeraldKitTests",
-            dependencies: ["HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit"]
+            dependencies: [
+                "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
         ),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldJSON", "HeraldRecorder"]),
         .testTarget(

@@ -11,15 +11,38 @@ func benchRequestLines(count: Int, seed: UInt64) -> [[UInt8]] {
     var g = SplitMix(seed: seed)
     for i in 0..<count {
         var w = JSONWriter(capacity: 160)
-        w.raw("{\"id\":")
-        w.int(i)
-        w.raw(",\"token\":\"")
-        var words = (g.next(), g.next(), g.next(), g.next())
-        withUnsafeBytes(of: &words) { Hex.append($0, to: &w.bytes) }
-        w.raw("\",\"topic\":\"com.example.app\",\"alert\":{\"title\":\"Game Request\",\"body\":\"Bob wants to play poker\"},\"badge\":1}\n")
+        benchRequestLine(i, &g, into: &w)
         lines.append(w.bytes)
     }
     return lines
+}
+
+/// Request line `i` of ``benchRequestLines(count:seed:)``, with its newline, appended to `w`.
+func benchRequestLine(_ i: Int, _ g: inout SplitMix, into w: inout JSONWriter) {
+    w.raw("{\"id\":")
+    w.int(i)
+    w.raw(",\"token\":\"")
+    var words = (g.next(), g.next(), g.next(), g.next())
+    withUnsafeBytes(of: &words) { Hex.append($0, to: &w.bytes) }
+    w.raw("\",\"topic\":\"com.example.app\",\"alert\":{\"title\":\"Game Request\",\"body\":\"Bob wants to play poker\"},\"badge\":1}\n")
+}
+
+/// Writes the lines of ``benchRequestLines(count:seed:)`` to `path` as they are made (a million
+/// lines never held in memory at once).
+func writeBenchRequests(count: Int, seed: UInt64, to path: String) throws {
+    guard let file = FileHandle(forWritingAtPath: path) ?? (FileManager.default.createFile(atPath: path, contents: nil) ? FileHandle(forWritingAtPath: path) : nil)
+    else { throw BenchError("cannot write \(path)") }
+    defer { try? file.close() }
+    try file.truncate(atOffset: 0)
+    var g = SplitMix(seed: seed)
+    var w = JSONWriter(capacity: 1 << 20)
+    for i in 0..<count {
+        benchRequestLine(i, &g, into: &w)
+        if w.bytes.count > (1 << 20) - 512 || i == count - 1 {
+            try file.write(contentsOf: w.bytes)
+            w.bytes.removeAll(keepingCapacity: true)
+        }
+    }
 }
 
 /// `herald send`'s way, the baseline of the service and queue benchmarks: `input` (`count`

@@ -69,6 +69,7 @@ public struct HeraldConfiguration: Sendable {
         let pipeline = try root.child("pipeline")
         c.pipeline.batchSize = try pipeline.int("batchSize", in: 1...65536) ?? c.pipeline.batchSize
         c.pipeline.bufferedBatches = try pipeline.int("bufferedBatches", in: 1...1024) ?? c.pipeline.bufferedBatches
+        c.pipeline.threads = try pipeline.int("threads", in: 0...1024) ?? c.pipeline.threads
 
         let payload = try root.child("payload")
         if let profile = try payload.string("profile") {

@@ -28,6 +28,7 @@ public struct JSONLinesSource: NotificationSource {
     public func produce(into sink: SourceSink) async throws {
         var reader = try LineReader(path: path)
         progress?.total.store(reader.size ?? -1, ordering: .relaxed)
+        if sink.threads > 1 { return try await produceInParallel(&reader, into: sink) }
         var idle = 0
         while let line = try reader.nextIfReady() {
             if sink.isStopping { return }
@@ -48,8 +49,103 @@ public struct JSONLinesSource: NotificationSource {
         }
     }
 
+    /// ``produce(into:)`` on `sink.threads` threads: lines are copied into
+    /// chunks of up to 256 lines, each chunk decoded by a task of its own, at
+    /// most twice `threads` chunks at once, and the chunks' requests emitted
+    /// in input order, so outcomes, sequences and the ledger are as on one
+    /// thread. Memory stays bounded by the chunks in flight.
+    func produceInParallel(_ reader: inout LineReader, into sink: SourceSink) async throws {
+        let decoder = self.decoder, maximum = reader.maximumLineLength
+        var inFlight: [Task<[LineInput], Never>] = []  // oldest first; at most `window`
+        let window = 2 * sink.threads
+        var chunk = LineChunk()
+        var idle = 0
+
+        func emit(_ decoded: [LineInput]) async {
+            for input in decoded {
+                switch input {
+                case .request(let request, let n): await sink.emit(request, line: n)
+                case .invalid(let n, let reason, let id, let token): await sink.emitInvalid(line: n, reason: reason, id: id, token: token)
+                }
+            }
+        }
+        func oldest() async -> [LineInput] {
+            // Removed before it is awaited: a finished task keeps its result while anything holds it.
+            await inFlight.removeFirst().value
+        }
+        func dispatch(_ full: consuming LineChunk) {
+            let full = consume full
+            inFlight.append(Task { full.decode(maximumLineLength: maximum, decoder: decoder) })
+        }
+
+        while let line = try reader.nextIfReady() {
+            if sink.isStopping { return }
+            progress?.consumed.store(reader.bytesConsumed, ordering: .relaxed)
+            if case .notReady = line {
+                // A pipe with nothing waiting: what was read goes out now, not held back for a full chunk.
+                if !chunk.isEmpty { dispatch(chunk); chunk = LineChunk() }
+                while !inFlight.isEmpty { await emit(await oldest()) }
+                await sink.flush()
+                idle = min(idle + 1, 6)
+                try? await Task.sleep(for: .milliseconds(1 << idle))
+                continue
+            }
+            idle = 0
+            chunk.add(line)
+            if chunk.isFull {
+                dispatch(chunk)
+                chunk = LineChunk()
+                if inFlight.count >= window { await emit(await oldest()) }
+            }
+        }
+        if !chunk.isEmpty { dispatch(chunk) }
+        while !inFlight.isEmpty {
+            if sink.isStopping { return }
+            await emit(await oldest())
+        }
+    }
+
+    /// Lines copied out of the reader's buffer, to be decoded on another thread.
+    struct LineChunk: Sendable {
+        static let lines = 256, bytes = 1 << 20
+        var text: [UInt8] = []
+        /// Each line's number and its range in `text`; a line too long has `start` -1.
+        var entries: [(number: Int, start: Int, end: Int)] = []
+        var isEmpty: Bool { entries.isEmpty }
+        var isFull: Bool { entries.count >= Self.lines || text.count >= Self.bytes }
+
+        init() {
+            entries.reserveCapacity(Self.lines)
+        }
+
+        mutating func add(_ line: LineReader.Line) {
+            switch line {
+            case .notReady: break
+            case .tooLong(let n): entries.append((n, -1, -1))
+            case .line(let n, let bytes):
+                if text.isEmpty { text.reserveCapacity(bytes.count * Self.lines) }
+                let start = text.count
+                text.append(contentsOf: bytes)
+                entries.append((n, start, text.count))
+            }
+        }
+
+        func decode(maximumLineLength: Int, decoder: RequestDecoder) -> [LineInput] {
+            var out: [LineInput] = []
+            out.reserveCapacity(entries.count)
+            text.withUnsafeBytes { all in
+                for e in entries {
+                    let line: LineReader.Line =
+                        e.start < 0 ? .tooLong(number: e.number) : .line(number: e.number, bytes: UnsafeRawBufferPointer(rebasing: all[e.start..<e.end]))
+                    if let input = JSONLinesSource.classify(line, maximumLineLength: maximumLineLength, decoder: decoder) { out.append(input) }
+                }
+            }
+            return out
+        }
+    }
+
     /// What one input line is.
-    public enum LineInput {
+    public enum LineInput: Sendable {
         case request(NotificationRequest, line: Int)
         /// Not a valid request: why, with its id and token when they can be read.
         case invalid(line: Int, reason: String, id: UInt32?, token: DeviceToken?)

@@ -55,9 +55,16 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Seconds between progress lines when standard error is not a terminal.")
     var progressEvery = 10.0
 
+    @Option(help: "Threads that decode the input (pipeline.threads); 0, the default, is every core this process may run on.")
+    var threads: Int?
+
     func run() async throws {
         var configuration = try loadConfiguration(config)
         if let outcomes { configuration.outcomes = outcomes }
+        if let threads {
+            guard (0...1024).contains(threads) else { throw ValidationError("--threads: 0 (every core) to 1024") }
+            configuration.pipeline.threads = threads
+        }
         localization.apply(to: &configuration)
         if input == "-" {
             // A terminal on standard input: say what is awaited rather than wait in silence.

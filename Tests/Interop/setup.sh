@@ -2,7 +2,8 @@
 # Make (once) the Python venv the interop tests use, with the PyPI packages
 # apns3 (apns3_client.py), h2 and cryptography (h2_client.py) and proxy.py
 # (the HTTPS proxy of HTTP2ProxyTests), prometheus_client (serve_client.py) and
-# schemathesis (herald serve against its OpenAPI document) in it, and
+# schemathesis (herald serve against its OpenAPI document) and orjson
+# (herald bench send's baseline) in it, and
 # print the path of its python on stdout (nothing else goes to stdout).
 # Idempotent and safe to run concurrently (flock).
 #
@@ -23,6 +24,8 @@ PROXY_SPEC="proxy.py>=2.4,<3"
 PROMETHEUS_SPEC="prometheus_client>=0.17"
 # schemathesis: checks herald serve against its OpenAPI document (its 4.x CLI: st run … --checks all).
 SCHEMATHESIS_SPEC="schemathesis>=4.3,<5"
+# orjson: herald bench send's baseline (parse-only of the same lines, issue 29).
+ORJSON_SPEC="orjson>=3.9"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 venv="${HERALD_INTEROP_VENV:-.build/interop-venv}"
@@ -46,7 +49,8 @@ import h2.connection, h2.config, h2.events, h2.settings
 from cryptography.hazmat.primitives.asymmetric import ec
 import proxy
 from prometheus_client.parser import text_string_to_metric_families
-import schemathesis'
+import schemathesis
+import orjson'
 
 ready() {
     [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1
@@ -74,9 +78,9 @@ if ! ready; then
         "$python" -m venv "$venv" >&2 \
             || fail "'$python -m venv $venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" "$SCHEMATHESIS_SPEC" >&2 \
-        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC $SCHEMATHESIS_SPEC' into $venv failed (is PyPI reachable?)"
-    ready || fail "apns3, h2, cryptography, proxy.py, prometheus_client or schemathesis does not import in $venv after installing them"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" "$SCHEMATHESIS_SPEC" "$ORJSON_SPEC" >&2 \
+        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC $SCHEMATHESIS_SPEC $ORJSON_SPEC' into $venv failed (is PyPI reachable?)"
+    ready || fail "apns3, h2, cryptography, proxy.py, prometheus_client, schemathesis or orjson does not import in $venv after installing them"
 fi
 
 echo "$venv/bin/python"

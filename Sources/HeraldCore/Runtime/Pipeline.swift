@@ -36,11 +36,19 @@ public struct PipelineOptions: Sendable, Hashable {
     /// source and the transport wait for them: memory stays bounded whatever
     /// an observer's pace.
     public var observerBacklog: Int = 16_384
-    public init(batchSize: Int = 256, bufferedBatches: Int = 4, observerBacklog: Int = 16_384) {
+    /// Threads a source may decode its input on (``SourceSink/threads``);
+    /// 0, the default, is every core the process may run on (its CPU
+    /// affinity: `taskset -c 0` gives 1). 1 decodes on the source's own task.
+    public var threads: Int = 0
+    public init(batchSize: Int = 256, bufferedBatches: Int = 4, observerBacklog: Int = 16_384, threads: Int = 0) {
         self.batchSize = batchSize
         self.bufferedBatches = bufferedBatches
         self.observerBacklog = observerBacklog
+        self.threads = threads
     }
+
+    /// ``threads`` with 0 resolved to the cores available.
+    public var effectiveThreads: Int { threads > 0 ? threads : Cores.available }
 }
 
 /// A second signal: why the pipeline gave up, and the stage runners' tasks,
@@ -225,6 +233,7 @@ public final class Pipeline: Sendable {
         let sinkChannel = channels[0]
         let source = self.source
         let batchSize = max(1, options.batchSize)
+        let threads = options.effectiveThreads
         let latency = metrics?.latency
         let pool = BatchPool(capacity: channels.count * max(1, options.bufferedBatches) + 2)
 
@@ -247,7 +256,8 @@ public final class Pipeline: Sendable {
         tasks.append(Task { await transportRunner.run(input: last, ledger: ledger, recycle: pool) })
 
         let sourceTask = Task<(any Error)?, Never> {
-            let sink = SourceSink(batchSize: batchSize, output: sinkChannel, ledger: ledger, stop: stop, latency: latency, pool: pool)
+            let sink = SourceSink(
+                batchSize: batchSize, output: sinkChannel, ledger: ledger, stop: stop, latency: latency, pool: pool, threads: threads)
             var failure: (any Error)?
             do {
                 try await source.produce(into: sink)

@@ -29,11 +29,17 @@ public final class SourceSink {
     var nextSequence: UInt64 = 0
     let latency: LatencyTracker?
     let pool: BatchPool
+    /// Threads the source may decode its input on (the pipeline's
+    /// ``PipelineOptions/threads``, resolved): a source that parses text
+    /// (``JSONLinesSource``) decodes that many chunks at once and emits them
+    /// in input order. At least 1.
+    public let threads: Int
 
     init(
         batchSize: Int, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger, stop: StopSignal, latency: LatencyTracker? = nil,
-        pool: BatchPool = BatchPool(capacity: 0)
+        pool: BatchPool = BatchPool(capacity: 0), threads: Int = 1
     ) {
+        self.threads = max(1, threads)
         self.latency = latency
         self.pool = pool
         self.batchSize = batchSize
