@@ -9,8 +9,16 @@ import HeraldJSON
 public struct RequestDecoder: Sendable {
     public init() {}
 
-    /// Decodes one line's bytes.
+    /// Decodes one line's bytes: the common shapes straight from the bytes
+    /// (``decodeDirect(_:)``), anything else through the parsed tree.
     public func decode(line: UnsafeRawBufferPointer) throws(RequestError) -> NotificationRequest {
+        if let direct = decodeDirect(line) { return direct }
+        return try decodeTree(line: line)
+    }
+
+    /// Decodes one line's bytes through the parsed ``JSONValue`` tree: every
+    /// shape, and the error for any line that is not a request.
+    package func decodeTree(line: UnsafeRawBufferPointer) throws(RequestError) -> NotificationRequest {
         let value: JSONValue
         do { value = try JSONParser.parse(line) } catch { throw RequestError(error.description) }
         return try decode(value)
