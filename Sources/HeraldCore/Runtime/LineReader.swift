@@ -113,7 +113,9 @@ public struct LineReader: ~Copyable {
 
     func findNewline() -> Int? {
         guard start < end else { return nil }
-        return UnsafeRawBufferPointer(rebasing: buffer[start..<end]).firstIndex(of: UInt8(ascii: "\n")).map { $0 + start }
+        // memchr: the byte-at-a-time `firstIndex(of:)` was 4% of herald send.
+        guard let hit = memchr(buffer.baseAddress! + start, Int32(UInt8(ascii: "\n")), end - start) else { return nil }
+        return UnsafeRawPointer(hit) - UnsafeRawPointer(buffer.baseAddress!)
     }
 
     mutating func fill() throws(IOError) {
