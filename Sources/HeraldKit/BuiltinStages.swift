@@ -20,7 +20,7 @@ enum BuiltinStages {
 }
 
 /// Drops requests for the given topics (a paused app, a retired bundle id).
-public struct TopicFilterStage: EnvelopeStage {
+public struct TopicFilterStage: EnvelopeStage, ConcurrentStage {
     public let topics: Set<String>
     public let reason: String
     public init(topics: Set<String>, reason: String? = nil) {
@@ -65,6 +65,6 @@ public actor RateLimitStage: PipelineStage {
 /// transport builds each request (``APNsRequestBuilder``) on its way to the
 /// wire and ends what APNs would refuse as `dropped`; custom stages configured
 /// after `frame` still run at this point.
-struct HTTP2FramePosition: PipelineStage {
+struct HTTP2FramePosition: ConcurrentStage {
     func process(_ batch: inout [Envelope]) async throws {}
 }

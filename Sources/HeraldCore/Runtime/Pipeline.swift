@@ -12,6 +12,9 @@ public struct NamedStage: Sendable {
 }
 
 extension NamedStage {
+    /// Whether the stage may run on several batches at once (``ConcurrentStage``).
+    public var isConcurrent: Bool { stage is any ConcurrentStage }
+
     /// Runs the stage over a batch; if it throws, every undecided envelope of
     /// the batch fails, naming the stage.
     public func run(_ batch: inout [Envelope]) async {
@@ -134,6 +137,73 @@ actor StageRunner {
     }
 }
 
+/// Runs a row of ``ConcurrentStage``s (issue 29): each batch through every
+/// stage of the row in a task of its own, up to `window` batches at once, and
+/// the batches passed on in the order they came, so the transport sees
+/// requests in source order as with one actor a stage. What a stage decided
+/// is recorded when its batch's turn comes (in batch order), and a batch's
+/// decided envelopes stay in it until then: the stages after skip them, as
+/// every stage must skip an envelope that has an outcome.
+final class ConcurrentRowRunner: Sendable {
+    let stages: [NamedStage]
+    let instruments: [PipelineMetrics.StageInstruments?]
+    let abandonment: Abandonment
+    let window: Int
+
+    init(_ stages: [NamedStage], window: Int, metrics: PipelineMetrics?, abandonment: Abandonment) {
+        self.stages = stages
+        self.window = max(1, window)
+        self.abandonment = abandonment
+        instruments = stages.map { metrics?.stage($0.name) }
+    }
+
+    func run(input: BoundedChannel<[Envelope]>, output: BoundedChannel<[Envelope]>, ledger: OutcomeLedger) async {
+        // The batches being worked on, oldest first: a task of its own hands each on when done
+        // (not the receiving loop, which may be waiting for the next batch: a lone request
+        // must not wait for a later one to come before it goes on).
+        // At most `window` at once: those buffered, the one the forwarder awaits, and the one
+        // whose send waits for room (its task already started).
+        let ordered = BoundedChannel<Task<[Envelope], Never>>(capacity: max(1, window - 2))
+        let forwarder = Task {
+            while let task = await ordered.receive() {
+                var batch = await task.value
+                Pipeline.settleDecided(&batch, ledger: ledger)
+                if !batch.isEmpty { await output.send(consume batch) }
+            }
+            output.close()
+        }
+        let stages = self.stages, instruments = self.instruments, abandonment = self.abandonment
+        while let batch = await input.receive() {
+            _ = await ordered.send(Task { await Self.process(batch, stages: stages, instruments: instruments, abandonment: abandonment) })
+        }
+        ordered.close()
+        await forwarder.value
+    }
+
+    /// One batch through the row; abandoned (a second signal), what is undecided fails with the reason.
+    static func process(
+        _ batch: consuming [Envelope], stages: [NamedStage], instruments: [PipelineMetrics.StageInstruments?], abandonment: Abandonment
+    ) async -> [Envelope] {
+        var batch = batch
+        for (k, named) in stages.enumerated() {
+            if abandonment.reason != nil { break }
+            if let instrument = instruments[k] {
+                let start = ContinuousClock.now, undecided = batch.count { $0.outcome == nil }
+                await named.run(&batch)
+                instrument.batch(in: undecided, decided: undecided - batch.count { $0.outcome == nil }, since: start)
+            } else {
+                await named.run(&batch)
+            }
+        }
+        if let reason = abandonment.reason {
+            for i in batch.indices where batch[i].outcome == nil {
+                batch[i].outcome = .failed(OutcomeReason(.abandoned, reason))
+            }
+        }
+        return batch
+    }
+}
+
 /// Hosts the transport at the end of the pipeline.
 actor TransportRunner {
     let transport: any Transport
@@ -245,10 +315,19 @@ public final class Pipeline: Sendable {
         // Runners are unstructured tasks on purpose: cancelling run() must not
         // cancel them, or in-flight requests would be lost instead of drained.
         var tasks: [Task<Void, Never>] = []
-        for (k, named) in stages.enumerated() {
-            let runner = StageRunner(named, metrics: metrics, abandonment: abandonment)
-            let input = channels[k], output = channels[k + 1]
-            tasks.append(Task { await runner.run(input: input, output: output, ledger: ledger) })
+        for row in Self.rows(stages, threads: threads) {
+            let input = channels[row.lowerBound], output = channels[row.upperBound]
+            if row.count == 1 && (threads == 1 || !stages[row.lowerBound].isConcurrent) {
+                let runner = StageRunner(stages[row.lowerBound], metrics: metrics, abandonment: abandonment)
+                tasks.append(Task { await runner.run(input: input, output: output, ledger: ledger) })
+            } else {
+                let runner = ConcurrentRowRunner(Array(stages[row]), window: 2 * threads, metrics: metrics, abandonment: abandonment)
+                tasks.append(Task { await runner.run(input: input, output: output, ledger: ledger) })
+            }
+        }
+        // The channels between the stages of a concurrent row are not used: closed, so nothing waits on them.
+        for row in Self.rows(stages, threads: threads) where row.count > 1 {
+            for k in (row.lowerBound + 1)..<row.upperBound { channels[k].close() }
         }
         abandonment.register(tasks)
         let transportRunner = TransportRunner(transport, metrics: metrics)
@@ -286,6 +365,24 @@ public final class Pipeline: Sendable {
         if let sourceError { throw PipelineError.sourceFailed(sourceError, snapshot) }
         if !snapshot.isBalanced { throw LedgerImbalance(snapshot: snapshot) }
         return snapshot
+    }
+
+    /// The stages grouped as they run: with more than one thread, each run of
+    /// consecutive ``ConcurrentStage``s is one row (one ``ConcurrentRowRunner``);
+    /// every other stage, and every stage on one thread, is a row of its own
+    /// (one ``StageRunner`` actor). Ranges of `stages`' indexes, in order.
+    static func rows(_ stages: [NamedStage], threads: Int) -> [Range<Int>] {
+        var rows: [Range<Int>] = []
+        var k = 0
+        while k < stages.count {
+            var end = k + 1
+            if threads > 1 && stages[k].isConcurrent {
+                while end < stages.count && stages[end].isConcurrent { end += 1 }
+            }
+            rows.append(k..<end)
+            k = end
+        }
+        return rows
     }
 
     /// Records and removes the envelopes a stage decided.

@@ -32,7 +32,7 @@ public protocol FeedbackSource: Sendable {
 }
 
 /// The suppression stage: requests to dead tokens end as `suppressed`.
-public struct SuppressionStage: EnvelopeStage {
+public struct SuppressionStage: EnvelopeStage, ConcurrentStage {
     public let store: any TokenStore
     public init(store: any TokenStore) { self.store = store }
     public func apply(_ envelope: inout Envelope) throws(StageFailure) {

@@ -24,6 +24,18 @@ public protocol PipelineStage: Sendable {
     func process(_ batch: inout [Envelope]) async throws
 }
 
+/// A stage whose `process` may run on several batches at once, from several
+/// tasks (issue 29): with `pipeline.threads` above 1, a run of consecutive
+/// concurrent stages works on up to twice that many batches at once, each
+/// batch through the whole run in order, and the batches go on in the order
+/// they came. Conform only a stage that keeps no state between batches (or
+/// guards what it keeps and does not care in which order batches reach it),
+/// does not wait, and skips envelopes that already have an outcome (the
+/// runtime records a batch's outcomes when its turn comes, so a later stage
+/// of the run still sees them). The built-in stages conform; a stage that
+/// counts, paces or orders (`RateLimitStage`) must not.
+public protocol ConcurrentStage: PipelineStage {}
+
 /// A reason a single request cannot go on, which becomes its `dropped` outcome.
 public struct StageFailure: Error, Sendable, Hashable, CustomStringConvertible {
     public var reason: String
@@ -138,7 +150,7 @@ extension EnvelopeStage {
 }
 
 /// The localize stage.
-public struct LocalizeStage<L: Localizer>: EnvelopeStage {
+public struct LocalizeStage<L: Localizer>: EnvelopeStage, ConcurrentStage {
     public let localizer: L
     public init(_ localizer: L) { self.localizer = localizer }
     @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
@@ -147,7 +159,7 @@ public struct LocalizeStage<L: Localizer>: EnvelopeStage {
 }
 
 /// The payload build stage.
-public struct BuildPayloadStage<B: PayloadBuilder>: EnvelopeStage {
+public struct BuildPayloadStage<B: PayloadBuilder>: EnvelopeStage, ConcurrentStage {
     public let builder: B
     public init(_ builder: B) { self.builder = builder }
     @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
@@ -156,7 +168,7 @@ public struct BuildPayloadStage<B: PayloadBuilder>: EnvelopeStage {
 }
 
 /// The size guard stage.
-public struct SizeGuardStage<G: SizeGuard>: EnvelopeStage {
+public struct SizeGuardStage<G: SizeGuard>: EnvelopeStage, ConcurrentStage {
     public let guardPolicy: G
     public init(_ guardPolicy: G) { self.guardPolicy = guardPolicy }
     @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
@@ -165,7 +177,7 @@ public struct SizeGuardStage<G: SizeGuard>: EnvelopeStage {
 }
 
 /// The frame stage.
-public struct FrameStage<F: Framer>: EnvelopeStage {
+public struct FrameStage<F: Framer>: EnvelopeStage, ConcurrentStage {
     public let framer: F
     public init(_ framer: F) { self.framer = framer }
     @inlinable public func apply(_ envelope: inout Envelope) throws(StageFailure) {
