@@ -65,11 +65,11 @@ public final class GatewayTransport: Transport {
         var items: [DeliveryItem] = []
         items.reserveCapacity(batch.count)
         var unframed: [OutcomeRecord] = []
-        for e in batch {
-            if let item = DeliveryItem(e) {
+        for i in batch.indices {  // in place: `for e in batch` copied each envelope
+            if let item = DeliveryItem(batch[i]) {
                 items.append(item)
             } else {
-                unframed.append(e.record(.failed(OutcomeReason(.internalFailure, "gateway: the notification was not framed (no frame stage)"))))
+                unframed.append(batch[i].record(.failed(OutcomeReason(.internalFailure, "gateway: the notification was not framed (no frame stage)"))))
             }
         }
         outcomes.record(unframed)

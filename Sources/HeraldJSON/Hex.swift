@@ -47,6 +47,24 @@
         }
     }
 
+    /// Appends two lowercase digits per byte to a JSON writer (hex needs no
+    /// escaping), a piece at a time.
+    @inlinable package static func append(_ bytes: UnsafeRawBufferPointer, to out: inout some JSONOutput) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { digits in
+            var start = 0
+            while start < bytes.count {
+                let n = min(64, bytes.count - start)
+                for i in 0..<n {
+                    let b = bytes[start + i]
+                    digits[2 * i] = digit(b >> 4)
+                    digits[2 * i + 1] = digit(b & 0xF)
+                }
+                out.put(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(digits)[0..<(2 * n)]))
+                start += n
+            }
+        }
+    }
+
     /// Lowercase hex text of `bytes`.
     package static func string(_ bytes: UnsafeRawBufferPointer) -> String {
         String(unsafeUninitializedCapacity: bytes.count * 2) { out in

@@ -60,11 +60,11 @@ public actor SimulatorTransport: Transport {
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
         var items: [DeliveryItem] = []
         items.reserveCapacity(batch.count)
-        for e in batch {
-            if let item = DeliveryItem(e) {
+        for i in batch.indices {  // in place: `for e in batch` copied each envelope
+            if let item = DeliveryItem(batch[i]) {
                 items.append(item)
             } else {
-                records.append(e.record(.failed(OutcomeReason(.internalFailure, "transport: the envelope has no frame"))))
+                records.append(batch[i].record(.failed(OutcomeReason(.internalFailure, "transport: the envelope has no frame"))))
             }
         }
         machine.enqueue(items, now: now)

@@ -1,5 +1,6 @@
 @testable import HeraldCore
 import MetricsTestKit
+import PropertyBased
 import Synchronization
 import Testing
 
@@ -128,5 +129,40 @@ struct ConcurrentRowTests {
         #expect(try metrics.expectCounter("herald_stage_decided_total", [("stage", "drop3")]).totalValue == 334)
         #expect(try metrics.expectCounter("herald_stage_requests_total", [("stage", "touch")]).totalValue == 666)
         #expect(try metrics.expectTimer("herald_stage_duration_seconds", [("stage", "touch")]).values.count == 16)
+    }
+}
+
+@Suite("The ledger's outstanding sequences")
+struct OutstandingSequencesTests {
+    @Test("any mix of inserts and removes, dense or far apart: the same answers and count as a Set")
+    func likeASet() async {
+        // Each pick: an operation (insert / remove) and a sequence near the last one, far ahead, or behind.
+        await propertyCheck(count: 300, input: Gen.int(in: 0...(1 << 20)).array(of: 0...400)) { picks in
+            var model = Set<UInt64>(), bitmap = OutstandingSequences()
+            var last: UInt64 = 1_000
+            for p in picks {
+                let q: UInt64
+                switch p % 8 {
+                case 0: q = last + UInt64(p >> 3) * 64 * 1024  // far ahead (beyond the bitmap's reach sometimes)
+                case 1: q = last > UInt64(p >> 3) ? last - UInt64(p >> 3) : 0  // behind
+                case 2: q = model.randomElement() ?? last  // something outstanding
+                default: q = last + UInt64(p >> 3 & 7)  // dense, upwards
+                }
+                last = max(last, q & ((1 << 40) - 1))
+                if p & 4 == 0 || p % 8 == 2 {
+                    let got = bitmap.remove(q), want = model.remove(q) != nil
+                    #expect(got == want, "remove \(q)")
+                } else {
+                    let got = bitmap.insert(q), want = model.insert(q).inserted
+                    #expect(got == want, "insert \(q)")
+                }
+                #expect(bitmap.count == model.count)
+            }
+            for q in model {
+                let removed = bitmap.remove(q)
+                #expect(removed, "\(q)")
+            }
+            #expect(bitmap.count == 0)
+        }
     }
 }

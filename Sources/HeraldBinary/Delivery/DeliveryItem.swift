@@ -32,7 +32,9 @@ public struct DeliveryItem: Sendable {
     }
 
     /// The item for a framed envelope; `nil` when the envelope has no frame.
-    public init?(_ envelope: Envelope) {
+    /// Borrowed: an envelope passed owned was copied whole (some twenty
+    /// references retained and released) to read five fields.
+    public init?(_ envelope: borrowing Envelope) {
         guard let frame = envelope.frame else { return nil }
         self.init(sequence: envelope.sequence, line: envelope.line, id: envelope.request.id, token: envelope.request.token,
                   frame: frame.bytes, identifierOffset: frame.identifierOffset)

@@ -18,7 +18,13 @@ extension OutcomeRecord {
         w.byte(UInt8(ascii: "{"))
         if let id { w.key("id"); w.int(Int(id)); w.byte(UInt8(ascii: ",")) }
         if let line { w.key(lineKey); w.int(line); w.byte(UInt8(ascii: ",")) }
-        if let token { w.key("token"); w.string(token.hex); w.byte(UInt8(ascii: ",")) }
+        if let token {
+            // Hex straight into the writer (hex needs no escaping): no String made a record.
+            w.key("token")
+            w.byte(UInt8(ascii: "\""))
+            token.withUnsafeBytes { Hex.append($0, to: &w) }
+            w.raw("\",")
+        }
         w.key("outcome")
         w.string(outcome.kind.rawValue)
         switch outcome {

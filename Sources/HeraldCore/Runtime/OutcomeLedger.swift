@@ -26,7 +26,7 @@ public final class OutcomeLedger: Sendable {
     struct State {
         var entered: UInt64 = 0
         var counts: [UInt64] = Array(repeating: 0, count: Outcome.Kind.allCases.count)
-        var outstanding: Set<UInt64> = []
+        var outstanding = OutstandingSequences()
         var violations: [String] = []
     }
 
@@ -79,7 +79,7 @@ public final class OutcomeLedger: Sendable {
     public func enter(_ sequences: some Sequence<UInt64>, count: Int) {
         state.withLock { s in
             s.entered += UInt64(count)
-            if tracksIdentity { for q in sequences { s.outstanding.insert(q) } }
+            if tracksIdentity { for q in sequences { _ = s.outstanding.insert(q) } }
         }
     }
 
@@ -90,7 +90,7 @@ public final class OutcomeLedger: Sendable {
             // By index, reading each record in place (`for r in records` copied every record).
             for i in records.indices {
                 s.counts[Self.index(records[i].outcome.kind)] += 1
-                if tracksIdentity && s.outstanding.remove(records[i].sequence) == nil && s.violations.count < 100 {
+                if tracksIdentity && !s.outstanding.remove(records[i].sequence) && s.violations.count < 100 {
                     s.violations.append("sequence \(records[i].sequence) recorded without being outstanding (\(records[i].outcome))")
                 }
             }
