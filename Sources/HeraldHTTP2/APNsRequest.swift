@@ -1,3 +1,4 @@
+import Synchronization
 import HeraldCore
 import HeraldJSON
 import HeraldPayload
@@ -171,9 +172,35 @@ public struct APNsRequestBuilder: Sendable {
 
 /// `apns-id` values: random (version 4) UUIDs in canonical lowercase text.
 public enum APNsID {
+    /// A new id. Its bits come from SplitMix64 over a per-process counter,
+    /// seeded once from the system's generator: no two ids of a process are
+    /// alike (the mix is a bijection, and each id draws two fresh counter
+    /// values), and processes start from random points. An `apns-id` names a
+    /// notification; it is not a secret. Two system-generator draws an id (a
+    /// `getrandom` call each) were 15% of one HTTP/2 connection's time.
     public static func random() -> String {
-        var g = SystemRandomNumberGenerator()
+        let n = counter.add(1, ordering: .relaxed).oldValue
+        var g = SplitMix64(state: seed &+ n &* (2 &* SplitMix64.gamma))
         return make(using: &g)
+    }
+
+    static let seed: UInt64 = {
+        var g = SystemRandomNumberGenerator()
+        return g.next()
+    }()
+    static let counter = Atomic<UInt64>(0)
+
+    /// Steele, Lea and Flood's SplitMix64: each draw adds `gamma` and mixes.
+    struct SplitMix64: RandomNumberGenerator {
+        static let gamma: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= Self.gamma
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
     }
 
     public static func make(using generator: inout some RandomNumberGenerator) -> String {

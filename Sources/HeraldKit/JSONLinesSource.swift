@@ -61,8 +61,11 @@ public struct JSONLinesSource: NotificationSource {
         var chunk = LineChunk()
         var idle = 0
 
-        func emit(_ decoded: [LineInput]) async {
-            for input in decoded {
+        func emit(_ reversed: consuming [LineInput]) async {
+            // Last first from a reversed array: each request moves out, where `for input in`
+            // copied it (some twenty references retained, then released with the array).
+            var reversed = reversed
+            while let input = reversed.popLast() {
                 switch input {
                 case .request(let request, let n): await sink.emit(request, line: n)
                 case .invalid(let n, let reason, let id, let token): await sink.emitInvalid(line: n, reason: reason, id: id, token: token)
@@ -130,6 +133,7 @@ public struct JSONLinesSource: NotificationSource {
             }
         }
 
+        /// The lines' inputs, last line first (the source pops them off the end).
         func decode(maximumLineLength: Int, decoder: RequestDecoder) -> [LineInput] {
             var out: [LineInput] = []
             out.reserveCapacity(entries.count)
@@ -140,6 +144,7 @@ public struct JSONLinesSource: NotificationSource {
                     if let input = JSONLinesSource.classify(line, maximumLineLength: maximumLineLength, decoder: decoder) { out.append(input) }
                 }
             }
+            out.reverse()
             return out
         }
     }
