@@ -144,18 +144,40 @@ public final class OutcomeWriter: OutcomeObserver {
                 s.lost += records.count
                 return nil
             }
-            var w = JSONWriter(capacity: 0)
-            swap(&w.bytes, &s.buffer)
-            for r in records {
-                r.writeJSON(to: &w, lineKey: lineKey)
-                w.byte(0x0A)
-            }
-            swap(&w.bytes, &s.buffer)
+            Self.encode(records, lineKey: lineKey, into: &s.buffer)
             s.pending += records.count
             // One write per recorded batch: outcomes of a streaming run appear as they are decided.
             return Self.write(&s, fd: fd, name: name)
         }
         if let failed { onFailure(failed) }
+    }
+
+    /// Appends `records` as outcome lines to `buffer`: through a ``FixedJSONWriter`` over room
+    /// for 256 bytes a record (one bounds check a piece: a growing array's append a byte was
+    /// half of writing outcome lines), or, if a record is longer, through a ``JSONWriter``.
+    static func encode(_ records: [OutcomeRecord], lineKey: StaticString, into buffer: inout [UInt8]) {
+        let capacity = records.count * 256 + 256
+        var fitted = true
+        let chunk = [UInt8](unsafeUninitializedCapacity: capacity) { out, count in
+            var w = FixedJSONWriter(base: out.baseAddress!, capacity: capacity)
+            for i in records.indices {
+                records[i].writeJSON(to: &w, lineKey: lineKey)
+                w.byte(0x0A)
+            }
+            fitted = !w.overflowed
+            count = fitted ? w.count : 0
+        }
+        if fitted {
+            if buffer.isEmpty { buffer = chunk } else { buffer.append(contentsOf: chunk) }
+            return
+        }
+        var w = JSONWriter(capacity: 0)
+        swap(&w.bytes, &buffer)
+        for i in records.indices {
+            records[i].writeJSON(to: &w, lineKey: lineKey)
+            w.byte(0x0A)
+        }
+        swap(&w.bytes, &buffer)
     }
 
     /// Writes out what is buffered.

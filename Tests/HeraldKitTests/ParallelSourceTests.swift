@@ -1,6 +1,6 @@
 import Foundation
 import HeraldCore
-import HeraldKit
+@testable import HeraldKit
 import HeraldTestSupport
 import PropertyBased
 import Testing
@@ -82,5 +82,25 @@ struct ParallelSourceTests {
         #expect(try HeraldConfiguration.load(path: path).pipeline.threads == 5)
         let bad = try temporaryFile(#"{"pipeline":{"threads":-1}}"#, suffix: ".json")
         #expect(throws: ConfigError.self) { try HeraldConfiguration.load(path: bad) }
+    }
+}
+
+@Suite("Outcome lines written in one piece a batch")
+struct OutcomeEncodingTests {
+    @Test("a batch with a record longer than the room kept for it: the same bytes as record by record")
+    func longRecord() throws {
+        let token = try DeviceToken(hex: goodToken)
+        var records = (0..<50).map { OutcomeRecord(sequence: UInt64($0), line: $0 + 1, id: UInt32($0), token: token, outcome: .accepted) }
+        records[17].outcome = .dropped(OutcomeReason(.invalidRequest, "line 18: " + String(repeating: "é\"\\x", count: 900)))
+        for batch in [Array(records[0..<10]), records] {
+            var expected: [UInt8] = []
+            for r in batch { expected += r.jsonLine + [0x0A] }
+            var buffer: [UInt8] = []
+            OutcomeWriter.encode(batch, lineKey: "line", into: &buffer)
+            #expect(buffer == expected)
+            var appended = Array("earlier\n".utf8)
+            OutcomeWriter.encode(batch, lineKey: "line", into: &appended)
+            #expect(appended == Array("earlier\n".utf8) + expected)
+        }
     }
 }

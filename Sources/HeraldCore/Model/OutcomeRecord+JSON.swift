@@ -14,7 +14,7 @@ extension OutcomeRecord {
     /// `row` for a queue's rows) and `token` (in hex) when known, `outcome` with
     /// its `status` and `reason` (and `code`), HTTP/2's identifiers;
     /// `possibleDuplicate` when it may have been sent twice.
-    public func writeJSON(to w: inout JSONWriter, lineKey: StaticString = "line") {
+    public func writeJSON(to w: inout some JSONOutput, lineKey: StaticString = "line") {
         w.byte(UInt8(ascii: "{"))
         if let id { w.key("id"); w.int(Int(id)); w.byte(UInt8(ascii: ",")) }
         if let line { w.key(lineKey); w.int(line); w.byte(UInt8(ascii: ",")) }
