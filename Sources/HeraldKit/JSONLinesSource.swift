@@ -81,31 +81,38 @@ public struct JSONLinesSource: NotificationSource {
             inFlight.append(Task { full.decode(maximumLineLength: maximum, decoder: decoder) })
         }
 
-        while let line = try reader.nextIfReady() {
-            if sink.isStopping { return }
-            progress?.consumed.store(reader.bytesConsumed, ordering: .relaxed)
-            if case .notReady = line {
-                // A pipe with nothing waiting: what was read goes out now, not held back for a full chunk.
-                if !chunk.isEmpty { dispatch(chunk); chunk = LineChunk() }
-                while !inFlight.isEmpty { await emit(await oldest()) }
-                await sink.flush()
-                idle = min(idle + 1, 6)
-                try? await Task.sleep(for: .milliseconds(1 << idle))
-                continue
+        // A read that fails mid-file: what was read before it still goes out, then the error.
+        var failure: IOError?
+        do throws(IOError) {
+            while let line = try reader.nextIfReady() {
+                if sink.isStopping { return }
+                progress?.consumed.store(reader.bytesConsumed, ordering: .relaxed)
+                if case .notReady = line {
+                    // A pipe with nothing waiting: what was read goes out now, not held back for a full chunk.
+                    if !chunk.isEmpty { dispatch(chunk); chunk = LineChunk() }
+                    while !inFlight.isEmpty { await emit(await oldest()) }
+                    await sink.flush()
+                    idle = min(idle + 1, 6)
+                    try? await Task.sleep(for: .milliseconds(1 << idle))
+                    continue
+                }
+                idle = 0
+                chunk.add(line)
+                if chunk.isFull {
+                    dispatch(chunk)
+                    chunk = LineChunk()
+                    if inFlight.count >= window { await emit(await oldest()) }
+                }
             }
-            idle = 0
-            chunk.add(line)
-            if chunk.isFull {
-                dispatch(chunk)
-                chunk = LineChunk()
-                if inFlight.count >= window { await emit(await oldest()) }
-            }
+        } catch {
+            failure = error
         }
         if !chunk.isEmpty { dispatch(chunk) }
         while !inFlight.isEmpty {
             if sink.isStopping { return }
             await emit(await oldest())
         }
+        if let failure { throw failure }
     }
 
     /// Lines copied out of the reader's buffer, to be decoded on another thread.

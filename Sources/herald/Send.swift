@@ -55,7 +55,7 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Seconds between progress lines when standard error is not a terminal.")
     var progressEvery = 10.0
 
-    @Option(help: "Threads that decode the input (pipeline.threads); 0, the default, is every core this process may run on.")
+    @Option(help: "Cores to spread decoding and the stages over (pipeline.threads); 0, the default, is every core this process may run on.")
     var threads: Int?
 
     func run() async throws {

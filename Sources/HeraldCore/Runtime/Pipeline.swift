@@ -39,9 +39,11 @@ public struct PipelineOptions: Sendable, Hashable {
     /// source and the transport wait for them: memory stays bounded whatever
     /// an observer's pace.
     public var observerBacklog: Int = 16_384
-    /// Threads a source may decode its input on (``SourceSink/threads``);
-    /// 0, the default, is every core the process may run on (its CPU
-    /// affinity: `taskset -c 0` gives 1). 1 decodes on the source's own task.
+    /// Cores the pipeline spreads over: a source may decode on that many
+    /// threads (``SourceSink/threads``), and each run of ``ConcurrentStage``s
+    /// works on twice that many batches at once. 0, the default, is every
+    /// core the process may run on (its CPU affinity: `taskset -c 0` gives 1);
+    /// 1 decodes on the source's own task and runs one actor a stage.
     public var threads: Int = 0
     public init(batchSize: Int = 256, bufferedBatches: Int = 4, observerBacklog: Int = 16_384, threads: Int = 0) {
         self.batchSize = batchSize
