@@ -71,7 +71,7 @@ struct BenchQueue: AsyncParsableCommand {
         var sendRates: [Double] = [], sendCPU: [Double] = []
         var runs = [[Run]](repeating: [], count: counts.count)
         for _ in 0..<rounds {
-            let send = try await Self.sendProcess(herald, input: input, dir: dir)
+            let send = try await BenchProcess.send(herald, input: input, outcomes: dir + "/send-outcomes.jsonl", log: dir + "/send.log")
             sendRates.append(Double(count) / send.seconds)
             sendCPU.append(send.cpu)
             for (k, n) in counts.enumerated() {
@@ -131,16 +131,6 @@ struct BenchQueue: AsyncParsableCommand {
             guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { throw BenchError("cannot write \(path)") }
             return path
         }
-    }
-
-    /// `herald send FILE` as its own process (outcomes to a file, as a user keeps them): seconds
-    /// from its start to its exit, and its CPU seconds.
-    static func sendProcess(_ herald: String, input: String, dir: String) async throws -> (seconds: Double, cpu: Double) {
-        let cpu = BenchProcess.childrenCPUSeconds()
-        let clock = ContinuousClock(), started = clock.now
-        let send = try BenchProcess(herald, ["send", "--quiet", "--overwrite-outcomes", "--outcomes", dir + "/send-outcomes.jsonl", input], log: dir + "/send.log")
-        try await send.exit(expecting: 0)
-        return ((clock.now - started).inSeconds, BenchProcess.childrenCPUSeconds() - cpu)
     }
 
     /// Rows per second from the producers' start to the last outcome written, with `n` herald work

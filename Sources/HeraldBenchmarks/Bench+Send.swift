@@ -62,10 +62,10 @@ struct BenchSend: AsyncParsableCommand {
         var oneCPU: [Double] = [], everyCPU: [Double] = []
         var orjsonProblem: String?
         for _ in 0..<rounds {
-            let a = try await Self.send(taskset, ["-c", "0", herald], input: input, outcomes: dir + "/one.jsonl", dir: dir, extra: [])
+            let a = try await BenchProcess.send(herald, input: input, outcomes: dir + "/one.jsonl", log: dir + "/send.log", launcher: [taskset, "-c", "0"])
             one.append(a.seconds)
             oneCPU.append(a.cpu)
-            let b = try await Self.send(herald, [], input: input, outcomes: dir + "/every.jsonl", dir: dir, extra: ["--threads", String(threads)])
+            let b = try await BenchProcess.send(herald, input: input, outcomes: dir + "/every.jsonl", log: dir + "/send.log", extra: ["--threads", String(threads)])
             every.append(b.seconds)
             everyCPU.append(b.cpu)
             if let orjson, orjsonProblem == nil {
@@ -100,15 +100,6 @@ struct BenchSend: AsyncParsableCommand {
         report.add("outcomes_identical", identical)
         report.add("peak_child_rss_mib", Self.peakChildMiB(), places: 1)
         report.print()
-    }
-
-    /// One `herald send` run (through `launcher` when it is taskset): seconds to its exit, CPU seconds.
-    static func send(_ launcher: String, _ prefix: [String], input: String, outcomes: String, dir: String, extra: [String]) async throws -> (seconds: Double, cpu: Double) {
-        let cpu = BenchProcess.childrenCPUSeconds()
-        let clock = ContinuousClock(), started = clock.now
-        let p = try BenchProcess(launcher, prefix + ["send", "--quiet", "--overwrite-outcomes", "--outcomes", outcomes] + extra + [input], log: dir + "/send.log")
-        try await p.exit(expecting: 0)
-        return ((clock.now - started).inSeconds, BenchProcess.childrenCPUSeconds() - cpu)
     }
 
     /// orjson's parse-only loop over `input` on core 0: the seconds it printed.

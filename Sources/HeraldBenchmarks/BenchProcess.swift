@@ -53,6 +53,21 @@ final class BenchProcess: Sendable {
     /// Its user and system CPU seconds so far (0 once it has ended and been reaped).
     var cpuSeconds: Double { BenchProcess.stat(process.processIdentifier).map { $0.utime + $0.stime } ?? 0 }
 
+    /// `herald send FILE` as its own process (outcomes to a file, as a user keeps them), run by
+    /// `launcher` when given (`taskset -c 0`), with `extra` options: seconds from its start to
+    /// its exit, and its CPU seconds.
+    static func send(
+        _ herald: String, input: String, outcomes: String, log: String, launcher: [String] = [], extra: [String] = []
+    ) async throws -> (seconds: Double, cpu: Double) {
+        let cpu = childrenCPUSeconds()
+        let clock = ContinuousClock(), started = clock.now
+        let arguments = ["send", "--quiet", "--overwrite-outcomes", "--outcomes", outcomes] + extra + [input]
+        let process = try launcher.first.map { try BenchProcess($0, Array(launcher.dropFirst()) + [herald] + arguments, log: log) }
+            ?? BenchProcess(herald, arguments, log: log)
+        try await process.exit(expecting: 0)
+        return ((clock.now - started).inSeconds, childrenCPUSeconds() - cpu)
+    }
+
     /// This executable's path (`herald bench` runs `herald` itself).
     static func selfExecutable() throws -> String {
         let path = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")

@@ -35,18 +35,28 @@ public struct JSONLinesSource: NotificationSource {
             progress?.consumed.store(reader.bytesConsumed, ordering: .relaxed)
             if case .notReady = line {
                 // A pipe with nothing waiting: send what we have so it is not held back, then wait without blocking a thread.
-                await sink.flush()
-                idle = min(idle + 1, 6)
-                try? await Task.sleep(for: .milliseconds(1 << idle))
+                await Self.idle(&idle, sink)
                 continue
             }
             idle = 0
-            switch Self.classify(line, maximumLineLength: reader.maximumLineLength, decoder: decoder) {
-            case .request(let request, let n)?: await sink.emit(request, line: n)
-            case .invalid(let n, let reason, let id, let token)?: await sink.emitInvalid(line: n, reason: reason, id: id, token: token)
-            case nil: continue
-            }
+            if let input = Self.classify(line, maximumLineLength: reader.maximumLineLength, decoder: decoder) { await Self.emit(input, to: sink) }
         }
+    }
+
+    /// Hands one line's input to the sink: a request, or its `dropped` reason.
+    static func emit(_ input: consuming LineInput, to sink: SourceSink) async {
+        switch consume input {
+        case .request(let request, let n): await sink.emit(request, line: n)
+        case .invalid(let n, let reason, let id, let token): await sink.emitInvalid(line: n, reason: reason, id: id, token: token)
+        }
+    }
+
+    /// A pipe with nothing waiting: what the sink holds goes out, then a wait (1 ms, doubling to
+    /// 64 ms while nothing comes) without blocking a thread.
+    static func idle(_ rounds: inout Int, _ sink: SourceSink) async {
+        await sink.flush()
+        rounds = min(rounds + 1, 6)
+        try? await Task.sleep(for: .milliseconds(1 << rounds))
     }
 
     /// ``produce(into:)`` on `sink.threads` threads: lines are copied into
@@ -65,12 +75,7 @@ public struct JSONLinesSource: NotificationSource {
             // Last first from a reversed array: each request moves out, where `for input in`
             // copied it (some twenty references retained, then released with the array).
             var reversed = reversed
-            while let input = reversed.popLast() {
-                switch input {
-                case .request(let request, let n): await sink.emit(request, line: n)
-                case .invalid(let n, let reason, let id, let token): await sink.emitInvalid(line: n, reason: reason, id: id, token: token)
-                }
-            }
+            while let input = reversed.popLast() { await Self.emit(input, to: sink) }
         }
         func oldest() async -> [LineInput] {
             // Removed before it is awaited: a finished task keeps its result while anything holds it.
@@ -91,9 +96,7 @@ public struct JSONLinesSource: NotificationSource {
                     // A pipe with nothing waiting: what was read goes out now, not held back for a full chunk.
                     if !chunk.isEmpty { dispatch(chunk); chunk = LineChunk() }
                     while !inFlight.isEmpty { await emit(await oldest()) }
-                    await sink.flush()
-                    idle = min(idle + 1, 6)
-                    try? await Task.sleep(for: .milliseconds(1 << idle))
+                    await Self.idle(&idle, sink)
                     continue
                 }
                 idle = 0

@@ -70,10 +70,7 @@ extension RequestDecoder {
         var r = NotificationRequest(token: DeviceToken(copying: UnsafeRawBufferPointer(start: nil, count: 0)))
         var seen: UInt32 = 0
         repeat {
-            guard let raw = p.plainString(), let key = DirectKey(raw), p.consume(UInt8(ascii: ":")) else { return nil }
-            let bit: UInt32 = 1 << key.rawValue
-            guard seen & bit == 0 else { return nil }
-            seen |= bit
+            guard let key = Self.directKey(&p, &seen, DirectKey.init) else { return nil }
             switch key {
             case .token:
                 guard let hex = p.plainString(), let token = try? DeviceToken(hexUTF8: hex) else { return nil }
@@ -128,6 +125,16 @@ extension RequestDecoder {
         return r
     }
 
+    /// An object's next key and its `:`, if it is one `make` knows and not in `seen` (then
+    /// added); nil for an unknown, repeated or escaped key.
+    static func directKey<K: RawRepresentable<UInt8>>(_ p: inout JSONParser, _ seen: inout UInt32, _ make: (UnsafeRawBufferPointer) -> K?) -> K? {
+        guard let raw = p.plainString(), let key = make(raw), p.consume(UInt8(ascii: ":")) else { return nil }
+        let bit: UInt32 = 1 << key.rawValue
+        guard seen & bit == 0 else { return nil }
+        seen |= bit
+        return key
+    }
+
     /// `content-available` / `mutable-content`: `true`, `false`, 1 or 0, as ``flag(_:_:)`` takes them.
     static func directFlag(_ p: inout JSONParser) -> Bool? {
         if let b = p.bool() { return b }
@@ -142,10 +149,7 @@ extension RequestDecoder {
         if p.consume(UInt8(ascii: "}")) { return alert }
         var seen: UInt32 = 0
         repeat {
-            guard let raw = p.plainString(), let key = DirectAlertKey(raw), p.consume(UInt8(ascii: ":")) else { return nil }
-            let bit: UInt32 = 1 << key.rawValue
-            guard seen & bit == 0 else { return nil }
-            seen |= bit
+            guard let key = directKey(&p, &seen, DirectAlertKey.init) else { return nil }
             switch key {
             case .locArgs, .titleLocArgs, .subtitleLocArgs:
                 guard let args = directStrings(&p) else { return nil }

@@ -132,10 +132,15 @@ actor StageRunner {
     }
 
     static func fail(_ batch: inout [Envelope], _ reason: String, ledger: OutcomeLedger) {
+        markAbandoned(&batch, reason)
+        Pipeline.settleDecided(&batch, ledger: ledger)
+    }
+
+    /// Fails every undecided envelope of `batch` with `reason` (code `abandoned`), unrecorded.
+    static func markAbandoned(_ batch: inout [Envelope], _ reason: String) {
         for i in batch.indices where batch[i].outcome == nil {
             batch[i].outcome = .failed(OutcomeReason(.abandoned, reason))
         }
-        Pipeline.settleDecided(&batch, ledger: ledger)
     }
 }
 
@@ -197,11 +202,7 @@ final class ConcurrentRowRunner: Sendable {
                 await named.run(&batch)
             }
         }
-        if let reason = abandonment.reason {
-            for i in batch.indices where batch[i].outcome == nil {
-                batch[i].outcome = .failed(OutcomeReason(.abandoned, reason))
-            }
-        }
+        if let reason = abandonment.reason { StageRunner.markAbandoned(&batch, reason) }
         return batch
     }
 }
@@ -317,7 +318,8 @@ public final class Pipeline: Sendable {
         // Runners are unstructured tasks on purpose: cancelling run() must not
         // cancel them, or in-flight requests would be lost instead of drained.
         var tasks: [Task<Void, Never>] = []
-        for row in Self.rows(stages, threads: threads) {
+        let rows = Self.rows(stages, threads: threads)
+        for row in rows {
             let input = channels[row.lowerBound], output = channels[row.upperBound]
             if row.count == 1 && (threads == 1 || !stages[row.lowerBound].isConcurrent) {
                 let runner = StageRunner(stages[row.lowerBound], metrics: metrics, abandonment: abandonment)
@@ -328,7 +330,7 @@ public final class Pipeline: Sendable {
             }
         }
         // The channels between the stages of a concurrent row are not used: closed, so nothing waits on them.
-        for row in Self.rows(stages, threads: threads) where row.count > 1 {
+        for row in rows where row.count > 1 {
             for k in (row.lowerBound + 1)..<row.upperBound { channels[k].close() }
         }
         abandonment.register(tasks)
