@@ -1,3 +1,5 @@
+import Synchronization
+
 /// When to sign a new provider token. APNs refuses a token older than an hour
 /// (`ExpiredProviderToken`) and one re-signed within 20 minutes of the last
 /// (`TooManyProviderTokenUpdates`), so a token is signed once and shared by
@@ -87,4 +89,36 @@ public struct ProviderTokens: Sendable, CustomStringConvertible, CustomDebugStri
         case resendAt(Int64)
         case fail(String)
     }
+}
+
+/// One ``ProviderTokens`` shared by several delivery machines: a transport whose
+/// connections are spread over event loops runs a machine on each loop, and
+/// every one of them must carry the same token (a second token signed for the
+/// same team within 20 minutes is `TooManyProviderTokenUpdates`). The same
+/// rules, behind a lock; `now` still comes from the caller.
+public final class SharedProviderTokens: Sendable, CustomStringConvertible {
+    let state: Mutex<ProviderTokens>
+
+    public init(_ tokens: ProviderTokens) { state = Mutex(tokens) }
+
+    /// ``ProviderTokens/token(now:)``.
+    public func token(now: Int64) throws(ProviderTokenError) -> String {
+        try state.withLock { (t: inout ProviderTokens) throws(ProviderTokenError) -> String in try t.token(now: now) }
+    }
+
+    /// ``ProviderTokens/expired(_:now:)``.
+    public func expired(_ token: String, now: Int64) throws(ProviderTokenError) -> ProviderTokens.ExpiredAction {
+        try state.withLock { (t: inout ProviderTokens) throws(ProviderTokenError) -> ProviderTokens.ExpiredAction in try t.expired(token, now: now) }
+    }
+
+    /// ``ProviderTokens/tooManyUpdates(now:)``.
+    public func tooManyUpdates(now: Int64) { state.withLock { $0.tooManyUpdates(now: now) } }
+
+    /// How many tokens have been signed, by every machine together.
+    public var signed: Int { state.withLock { $0.signed } }
+
+    /// The rules' state now (a copy).
+    public var snapshot: ProviderTokens { state.withLock { $0 } }
+
+    public var description: String { state.withLock { $0.description } }
 }

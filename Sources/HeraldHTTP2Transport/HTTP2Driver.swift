@@ -23,11 +23,15 @@ import Darwin
 /// ``abandon(_:)``) hop onto `loop` first; the connections' handlers and the
 /// timer run there already. `published` is the only state read elsewhere.
 final class HTTP2Driver: @unchecked Sendable {
+    /// Which of the transport's drivers (one an event loop) this is.
+    let index: Int
     let loop: any EventLoop
     let configuration: HTTP2TransportConfiguration
     let tls: TLSContext
     let gate: FlowGate
     let published = Mutex(HTTP2TransportStatistics())
+    /// Notifications handed over and not yet recorded: the transport gives the next batch to the driver holding fewest.
+    let queuedCount = Atomic<Int>(0)
     /// Wall-clock time minus the monotonic clock, fixed at start: the machine's
     /// `now` is time since 1970 (provider tokens carry it) that never runs backwards.
     let epoch: Duration
@@ -53,15 +57,16 @@ final class HTTP2Driver: @unchecked Sendable {
     var stepScheduled = false
     var tlsStatistics = HTTP2TransportStatistics()
 
-    init(loop: any EventLoop, configuration: HTTP2TransportConfiguration, tls: TLSContext, gate: FlowGate) {
+    init(index: Int = 0, loop: any EventLoop, configuration: HTTP2TransportConfiguration, tls: TLSContext, gate: FlowGate,
+         tokens: SharedProviderTokens?) {
+        self.index = index
         self.loop = loop
         self.configuration = configuration
         self.tls = tls
         self.gate = gate
         epoch = .sinceEpoch - .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds))
         machine = HTTP2DeliveryMachine(
-            policy: configuration.delivery, tokens: configuration.providerToken.map { ProviderTokens(key: $0) },
-            seed: UInt64.random(in: 0...UInt64.max))
+            policy: configuration.delivery, sharedTokens: tokens, seed: UInt64.random(in: 0...UInt64.max))
     }
 
     var now: Duration { epoch + .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
@@ -73,13 +78,16 @@ final class HTTP2Driver: @unchecked Sendable {
         var logger = configuration.logger
         if Self.tracing { logger.logLevel = .trace }
         guard logger.logLevel <= .trace else { return }
-        logger.trace("\(s())", metadata: ["endpoint": "\(configuration.endpoint)", "uptime_us": "\(NIODeadline.now().uptimeNanoseconds / 1000)"])
+        logger.trace("\(s())", metadata: [
+            "endpoint": "\(configuration.endpoint)", "loop": "\(index)", "uptime_us": "\(NIODeadline.now().uptimeNanoseconds / 1000)",
+        ])
     }
 
     // MARK: - From the transport (any thread)
 
     /// Hands requests over; the caller has counted them in the gate.
     func enqueue(_ items: [HTTP2Item], ledger: OutcomeLedger) {
+        queuedCount.add(items.count, ordering: .relaxed)
         loop.execute {
             self.ledger = ledger
             self.machine.enqueue(items, now: self.now)
@@ -136,6 +144,7 @@ final class HTTP2Driver: @unchecked Sendable {
             if !records.isEmpty {
                 ledger?.record(records)
                 gate.remove(records.count)
+                queuedCount.subtract(records.count, ordering: .relaxed)
             }
             _ = machine.takeDeadTokens()  // also in the outcome records (apnsUnregisteredAt), which feed the token store
         } while stepAgain
@@ -366,4 +375,15 @@ public struct HTTP2TransportStatistics: Sendable, Hashable {
     public init() {}
 
     public subscript<T>(dynamicMember path: KeyPath<HTTP2Statistics, T>) -> T { delivery[keyPath: path] }
+
+    /// Adds another driver's figures (the transport's sum over its event loops); `tokensSigned`
+    /// and `outageSince` are the transport's to set.
+    mutating func add(_ o: HTTP2TransportStatistics) {
+        delivery.add(o.delivery)
+        failure = failure ?? o.failure
+        lastError = o.lastError ?? lastError
+        handshakes += o.handshakes
+        resumedHandshakes += o.resumedHandshakes
+        protocolVersion = o.protocolVersion ?? protocolVersion
+    }
 }

@@ -22,15 +22,22 @@ import NIOPosix
 /// Token authentication signs one JWT for every connection and re-signs it
 /// every 40 minutes, never per request.
 ///
-/// No thread of Swift's cooperative pool blocks: the connections live on one
-/// SwiftNIO event loop and OpenSSL works on memory buffers.
+/// **Many cores.** The connections are spread over the event loop group's
+/// loops: one ``HTTP2Driver`` (and delivery machine) a loop, up to one a
+/// connection, each with its share of the connections; every batch goes to the
+/// driver holding fewest notifications. The drivers share one provider token.
+///
+/// No thread of Swift's cooperative pool blocks: the connections live on
+/// SwiftNIO event loops and OpenSSL works on memory buffers.
 public final class HTTP2Transport: Transport, TransportHealthReporting, TransportReporting, WireDescribing {
     public var wire: TransportWire { .http2 }
 
     public let configuration: HTTP2TransportConfiguration
     let builder: APNsRequestBuilder
-    let driver: HTTP2Driver
+    /// One a loop, each driving its share of the connections.
+    let drivers: [HTTP2Driver]
     let gate: FlowGate
+    let tokens: SharedProviderTokens?
 
     /// Reads the TLS files now, so problems show before anything is sent.
     public init(configuration: HTTP2TransportConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws(TLSError) {
@@ -43,12 +50,35 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
         configuration.tls = tlsConfiguration
         self.configuration = configuration
         builder = APNsRequestBuilder(defaultTopic: configuration.defaultTopic)
-        gate = FlowGate(limit: configuration.maxQueued)
-        driver = HTTP2Driver(loop: group.next(), configuration: configuration, tls: try TLSContext(tlsConfiguration, logger: configuration.logger), gate: gate)
+        let gate = FlowGate(limit: configuration.maxQueued)
+        self.gate = gate
+        let tls = try TLSContext(tlsConfiguration, logger: configuration.logger)
+        let tokens = configuration.providerToken.map { SharedProviderTokens(ProviderTokens(key: $0)) }
+        self.tokens = tokens
+        // As many drivers as loops, at most one a connection; connections dealt out evenly.
+        let total = configuration.delivery.connections
+        let count = min(total, Array(group.makeIterator()).count)
+        drivers = (0..<count).map { i in
+            var shard = configuration
+            shard.delivery.connections = total / count + (i < total % count ? 1 : 0)
+            return HTTP2Driver(index: i, loop: group.next(), configuration: shard, tls: tls, gate: gate, tokens: tokens)
+        }
     }
 
-    /// What the connections did.
-    public var statistics: HTTP2TransportStatistics { driver.published.withLock { $0 } }
+    /// What the connections did, every driver's summed.
+    public var statistics: HTTP2TransportStatistics {
+        var total = HTTP2TransportStatistics()
+        var outages: [Duration] = []
+        for d in drivers {
+            let s = d.published.withLock { $0 }
+            total.add(s)
+            if let since = s.outageSince { outages.append(since) }
+        }
+        total.tokensSigned = tokens?.signed ?? 0
+        // No connection has been ready since the latest of the drivers' outages began, if every driver has one.
+        total.outageSince = outages.count == drivers.count ? outages.max() : nil
+        return total
+    }
 
     public var counters: [(name: String, value: Int)] {
         let s = statistics
@@ -58,21 +88,30 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
     /// Unavailable after a refused credential, or while notifications wait and
     /// no connection has been ready for a second. (With nothing to send no
     /// connection is tried, so an old outage says nothing about now.)
+    /// With several drivers: unavailable once every one of them is (its own
+    /// outage, as above), for as long as the shortest of their outages.
     public var health: TransportHealth {
-        let s = statistics
-        if let failure = s.failure { return .unavailable(failure) }
-        // While attempts fail, whether or not anything waits (after giving up on an endpoint never
-        // reached nothing does): the last error is the news. With no outage and no work it is ready.
-        if let since = s.outageSince, gate.held > 0 || s.lastError != nil, driver.now - since >= .seconds(1) {
-            return .unavailable("no connection to \(driver.configuration.endpoint) has been ready for \(Int((driver.now - since).inSeconds)) s"
-                + (s.lastError.map { ": \($0)" } ?? ""))
+        var shortest: (seconds: Int, error: String?)?
+        for d in drivers {
+            let s = d.published.withLock { $0 }
+            if let failure = s.failure { return .unavailable(failure) }
+            // While attempts fail, whether or not anything waits (after giving up on an endpoint never
+            // reached nothing does): the last error is the news. With no outage and no work it is ready.
+            guard let since = s.outageSince, gate.held > 0 || s.lastError != nil, d.now - since >= .seconds(1) else { return .ready }
+            let seconds = Int((d.now - since).inSeconds)
+            if shortest == nil || seconds < shortest!.seconds { shortest = (seconds, s.lastError ?? shortest?.error) }
         }
-        return .ready
+        guard let shortest else { return .ready }
+        return .unavailable("no connection to \(configuration.endpoint) has been ready for \(shortest.seconds) s"
+            + (shortest.error.map { ": \($0)" } ?? ""))
     }
 
     /// Times from opening a stream to its answer: (p50, p90, p99, max) in milliseconds.
     public func latencyPercentiles() async -> (p50: Double, p90: Double, p99: Double, max: Double) {
-        let h = (try? await driver.loop.submit { self.driver.latency }.get()) ?? LatencyHistogram()
+        var h = LatencyHistogram()
+        for d in drivers {
+            if let part = try? await d.loop.submit({ d.latency }).get() { h.add(part) }
+        }
         return (h.percentileMilliseconds(0.5), h.percentileMilliseconds(0.9), h.percentileMilliseconds(0.99), Double(h.maxNanoseconds) / 1_000_000)
     }
 
@@ -81,22 +120,25 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
         if !dropped.isEmpty { outcomes.record(dropped) }
         guard !items.isEmpty else { return }
         await gate.acquire(items.count)
+        let driver = drivers.count == 1 ? drivers[0]
+            : drivers.min { $0.queuedCount.load(ordering: .relaxed) < $1.queuedCount.load(ordering: .relaxed) }!
         driver.enqueue(items, ledger: outcomes)
     }
 
     public func finish(outcomes: OutcomeLedger) async {
-        try? await driver.drain(timeout: configuration.drainTimeout).get()
+        let drains = drivers.map { $0.drain(timeout: configuration.drainTimeout) }
+        for d in drains { try? await d.get() }
     }
 
     /// A second signal: everything held fails now, and so does anything handed over later.
     public func abandon(_ reason: String) {
         gate.open()
-        driver.abandon(reason)
+        for d in drivers { d.abandon(reason) }
     }
 
     /// A signal: `send` stops waiting for room, and the drain deadline starts now.
     public func shutdownRequested() {
         gate.open()
-        _ = driver.stop(timeout: configuration.drainTimeout)
+        for d in drivers { _ = d.stop(timeout: configuration.drainTimeout) }
     }
 }

@@ -1,6 +1,6 @@
 import Crypto
 import HeraldCore
-import HeraldHTTP2Transport
+@testable import HeraldHTTP2Transport
 import HeraldOpenSSL
 import HeraldSimulator
 import HeraldTestSupport
@@ -148,6 +148,31 @@ struct HTTP2TransportTests {
         #expect(counters.duplicates == 0 && counters.delivered == 3000 && counters.goAways > 10)
         #expect(transport.statistics.goAways == counters.goAways && transport.statistics.resentUnanswered == 0)
         #expect(setup.server.connectionErrors.isEmpty)
+    }
+
+    @Test("6 connections on 4 event loops: 4 drivers on 4 loops (2, 2, 1, 1 connections), every request accepted once, one JWT for all, figures summed")
+    func connectionsSpreadOverLoops() async throws {
+        let setup = try await TLSSimulatorSetup.start()
+        defer { Task { await setup.server.stop() } }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 4)
+        defer { Task { try? await group.shutdownGracefully() } }
+        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 6), group: group)
+        #expect(transport.drivers.map(\.configuration.delivery.connections) == [2, 2, 1, 1])
+        #expect(Set(transport.drivers.map { ObjectIdentifier($0.loop) }).count == 4)
+        let (ledger, collector) = try await sendAll(try alertEnvelopes(20_000), through: transport)
+        #expect(ledger.snapshot.accepted == 20_000 && ledger.snapshot.isBalanced)
+        #expect(Set(collector.records.map(\.sequence)).count == 20_000)
+        let counters = setup.simulator.counters
+        #expect(counters.duplicates == 0 && counters.delivered == 20_000)
+        #expect(counters.providerTokens.count == 1 && transport.statistics.tokensSigned == 1)
+        let stats = transport.statistics
+        #expect(stats.connections == 6 && setup.server.connections == 6 && stats.handshakes == 6)
+        #expect(stats.streams == 20_000)
+        // Every driver carried a share: the batches went to whichever held fewest.
+        #expect(transport.drivers.allSatisfy { $0.published.withLock { $0.delivery.streams } > 0 })
+        #expect(transport.health == .ready)
+        let p = await transport.latencyPercentiles()
+        #expect(p.p50 > 0 && p.max >= p.p99)
     }
 
     @Test("IPv6: the same over ::1, slow answers included")

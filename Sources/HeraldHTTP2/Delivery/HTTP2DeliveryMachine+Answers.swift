@@ -58,12 +58,12 @@ extension HTTP2DeliveryMachine {
             outcomes.append(item.record(.failed(failure), response))
             return
         }
-        guard tokens != nil, let sent = authorization?.dropFirst("bearer ".count) else {
+        guard let tokens, let sent = authorization?.dropFirst("bearer ".count) else {
             outcomes.append(item.record(.failed(OutcomeReason(.credentialRejected, "APNs wants a provider token and none is configured")), response))
             return
         }
         let action: ProviderTokens.ExpiredAction
-        do { action = try tokens!.expired(String(sent), now: Int64(now.components.seconds)) } catch {
+        do { action = try tokens.expired(String(sent), now: Int64(now.components.seconds)) } catch {
             let why = OutcomeReason(.credentialRejected, error.description)
             outcomes.append(item.record(.failed(why), response))
             fail(why)

@@ -29,8 +29,8 @@ extension HTTP2DeliveryMachine {
             var room = slots[s].connection!.maxStreams - slots[s].connection!.open.count
             while room > 0, let item = queue.popFirst() {
                 var authorization: String?
-                if tokens != nil {
-                    do { authorization = "bearer " + (try tokens!.token(now: Int64(now.components.seconds))) } catch {
+                if let tokens {
+                    do { authorization = "bearer " + (try tokens.token(now: Int64(now.components.seconds))) } catch {
                         queue.prepend(item)
                         fail(OutcomeReason(.credentialRejected, error.description))
                         return

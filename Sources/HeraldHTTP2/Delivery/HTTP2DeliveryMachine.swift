@@ -70,7 +70,8 @@ public struct HTTP2DeliveryMachine: Sendable {
     }
 
     public let policy: HTTP2DeliveryPolicy
-    public var tokens: ProviderTokens?
+    /// The team's provider token, shared with every other machine of the same transport.
+    public let tokens: SharedProviderTokens?
     var slots: [Slot]
     /// Connections after GOAWAY (or an answer that retires them) with streams still open:
     /// out of their slot, which opens a replacement at once.
@@ -102,6 +103,11 @@ public struct HTTP2DeliveryMachine: Sendable {
     public internal(set) var statistics = HTTP2Statistics()
 
     public init(policy: HTTP2DeliveryPolicy = HTTP2DeliveryPolicy(), tokens: ProviderTokens? = nil, seed: UInt64 = 0) {
+        self.init(policy: policy, sharedTokens: tokens.map(SharedProviderTokens.init), seed: seed)
+    }
+
+    /// A machine whose provider tokens are shared with other machines (one transport's event loops).
+    public init(policy: HTTP2DeliveryPolicy = HTTP2DeliveryPolicy(), sharedTokens tokens: SharedProviderTokens?, seed: UInt64 = 0) {
         self.policy = policy
         self.tokens = tokens
         slots = Array(repeating: Slot(), count: max(1, policy.connections))

@@ -89,6 +89,20 @@ public struct HTTP2Statistics: Sendable, Hashable {
 }
 
 extension HTTP2Statistics {
+    /// Adds another machine's counts (a transport with a machine an event loop).
+    public mutating func add(_ o: HTTP2Statistics) {
+        connections += o.connections
+        connectFailures += o.connectFailures
+        streams += o.streams
+        goAways += o.goAways
+        pings += o.pings
+        timeouts += o.timeouts
+        retried += o.retried
+        resentUnanswered += o.resentUnanswered
+        resentUnprocessed += o.resentUnprocessed
+        lastGoAwayReason = o.lastGoAwayReason ?? lastGoAwayReason
+    }
+
     /// The counters an HTTP/2 transport reports (``TransportReporting``); `handshakes`
     /// (TLS) and `provider_tokens_signed` are the transport's own, before and after these.
     public var counters: [(name: String, value: Int)] {
