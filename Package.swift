@@ -262,7 +262,7 @@ let package = Package(
         .testTarget(
             name: "HeraldKitTests",
             dependencies: [
-                "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit",
+                "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit", "HeraldSimulator",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -133,7 +133,8 @@ public struct HeraldAssembly: Sendable {
     public func transport() throws -> any Transport {
         try registry.makeTransport(
             configuration.transportType, options: configuration.transportOptions,
-            context: TransportContext(payloadLimit: sizeLimit(for: configuredWire).bytes, logger: logger))
+            context: TransportContext(payloadLimit: sizeLimit(for: configuredWire).bytes, logger: logger,
+                                      threads: configuration.pipeline.effectiveThreads))
     }
 
     /// A pipeline from `source` through the configured stages to the configured transport.

@@ -45,7 +45,7 @@ public final class HeraldRegistry: Sendable {
         let r = HeraldRegistry()
         BuiltinStages.register(in: r)
         r.registerTransport("simulator") { node, context in
-            try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit)
+            try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit, threads: context.threads)
         }
         r.registerTransport("http2-simulator", wire: .http2) { node, _ in
             try HTTP2SimulatorTransportFactory.make(node)
@@ -112,8 +112,11 @@ public struct TransportContext: Sendable {
     public var payloadLimit: Int
     /// Where the transport logs.
     public var logger: Logger
-    public init(payloadLimit: Int, logger: Logger = Logger(label: "herald")) {
+    /// The cores the pipeline spreads its work over (``PipelineOptions/effectiveThreads``).
+    public var threads: Int
+    public init(payloadLimit: Int, logger: Logger = Logger(label: "herald"), threads: Int = 1) {
         self.payloadLimit = payloadLimit
         self.logger = logger
+        self.threads = threads
     }
 }

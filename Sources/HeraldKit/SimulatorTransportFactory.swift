@@ -21,8 +21,13 @@ import HeraldSimulator
 /// `appleLike` starts from ``FaultPlan/appleLike(seed:)``; the other keys
 /// override it. The delivery keys (`maxUnconfirmed`, `confirmAfterMilliseconds`…)
 /// are those of ``DeliveryPolicyFactory``.
+///
+/// `"shards": N` (1 to 256) spreads the simulator over N cores
+/// (``ShardedSimulatorTransport``: a simulated gateway each, a token always on
+/// the same one). Without `faults` the default is the pipeline's threads; with
+/// `faults` it is 1, so that a seed reproduces the same faults on any machine.
 enum SimulatorTransportFactory {
-    static func make(_ node: ConfigNode, payloadLimit: Int) throws(ConfigError) -> SimulatorTransport {
+    static func make(_ node: ConfigNode, payloadLimit: Int, threads: Int = 1) throws(ConfigError) -> any Transport {
         var configuration = SimulatorConfiguration(payloadLimit: payloadLimit)
         // Off by default: `herald send` streams, and a record of every delivery would grow without bound.
         configuration.recordsDeliveries = try node.bool("recordDeliveries") ?? false
@@ -51,15 +56,22 @@ enum SimulatorTransportFactory {
         if let ms = try faults.int("readDelayMilliseconds", in: 0...60_000) { plan.readDelay = .milliseconds(ms) }
         if let ms = try faults.int("handshakeDelayMilliseconds", in: 0...60_000) { plan.handshakeDelay = .milliseconds(ms) }
         configuration.faults = plan
+        let shards = try node.int("shards", in: 1...256) ?? (node.value("faults") == nil ? min(max(1, threads), 256) : 1)
 
-        let simulator = APNsSimulator(configuration: configuration)
-        for t in try tokens(node, "invalidTokens") { simulator.markInvalid(t) }
-        for t in try tokens(node, "uninstalledTokens") { simulator.uninstall(t) }
-        for t in try tokens(node, "offlineTokens") { simulator.register(t, online: false) }
-
+        let (invalid, uninstalled, offline) = (try tokens(node, "invalidTokens"), try tokens(node, "uninstalledTokens"), try tokens(node, "offlineTokens"))
         let options = SimulatorTransport.Options(topic: try node.string("topic") ?? "default",
                                                  delivery: try DeliveryPolicyFactory.make(node))
-        return SimulatorTransport(simulator: simulator, options: options)
+        // Shard i's faults follow seed + i; every shard knows the listed tokens (each sees only its own).
+        let transports = (0..<shards).map { i in
+            var c = configuration
+            c.faults.seed = seed &+ UInt64(i)
+            let simulator = APNsSimulator(configuration: c)
+            for t in invalid { simulator.markInvalid(t) }
+            for t in uninstalled { simulator.uninstall(t) }
+            for t in offline { simulator.register(t, online: false) }
+            return SimulatorTransport(simulator: simulator, options: options)
+        }
+        return shards == 1 ? transports[0] : ShardedSimulatorTransport(shards: transports)
     }
 
     static func tokens(_ node: ConfigNode, _ key: String) throws(ConfigError) -> [DeviceToken] {

@@ -76,10 +76,25 @@ public actor SimulatorTransport: Transport {
     }
 
     public func finish(outcomes: OutcomeLedger) async {
+        outcomes.record(drained())
+    }
+
+    /// Delivers `items` and returns their records (``ShardedSimulatorTransport`` records its shards' together).
+    func deliver(_ items: [DeliveryItem]) -> [OutcomeRecord] {
+        machine.enqueue(items, now: now)
+        run { $0.isSettled }
+        var out: [OutcomeRecord] = []
+        swap(&out, &records)
+        return out
+    }
+
+    /// Drains the machine and returns what was left to record.
+    func drained() -> [OutcomeRecord] {
         machine.drain(deadline: now + .seconds(3600), now: now)
         run { $0.isDrained }
-        outcomes.record(records)
-        records.removeAll()
+        var out: [OutcomeRecord] = []
+        swap(&out, &records)
+        return out
     }
 
     /// Performs the machine's actions and writes until `done`, letting virtual time pass when nothing else can happen.

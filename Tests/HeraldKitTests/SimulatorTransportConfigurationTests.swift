@@ -1,6 +1,7 @@
 import HeraldCore
 import HeraldJSON
 import HeraldKit
+import HeraldSimulator
 import Testing
 
 @Suite("The simulator transport from configuration")
@@ -35,6 +36,61 @@ struct SimulatorTransportConfigurationTests {
         #expect(snapshot.isBalanced && snapshot.entered == 200)
         #expect(snapshot.rejected == 50 && snapshot.accepted == 150)
         for r in collector.records where r.token == Self.tokens[3] { #expect(r.outcome == .rejected(.invalidToken)) }
+    }
+
+    @Test("shards: the pipeline's threads without faults, 1 with faults (a seed reproduces), or as configured")
+    func shardCounts() throws {
+        func shards(_ json: String) throws -> Int {
+            let transport = try HeraldAssembly(configuration: try Self.configuration(json)).transport()
+            if transport is SimulatorTransport { return 1 }
+            return try #require(transport as? ShardedSimulatorTransport).shards.count
+        }
+        #expect(try shards(#"{"pipeline":{"threads":4},"transport":{"type":"simulator"}}"#) == 4)
+        #expect(try shards(#"{"pipeline":{"threads":1},"transport":{"type":"simulator"}}"#) == 1)
+        #expect(try shards(#"{"pipeline":{"threads":4},"transport":{"type":"simulator","faults":{"seed":3}}}"#) == 1)
+        #expect(try shards(#"{"pipeline":{"threads":1},"transport":{"type":"simulator","shards":3}}"#) == 3)
+        #expect(throws: ConfigError.self) { try shards(#"{"transport":{"type":"simulator","shards":0}}"#) }
+    }
+
+    @Test("5 shards record what 1 records, in the same order: invalid, uninstalled and offline tokens, 3,000 requests over 60 tokens")
+    func shardsRecordWhatOneRecords() async throws {
+        let tokens = (0..<60).map { i in DeviceToken(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i &* 13) }) }
+        let requests = (0..<3000).map { i in
+            var aps = APS()
+            aps.alert = Alert(body: "hello \(i)")
+            return NotificationRequest(token: tokens[i % 60], aps: aps, id: UInt32(i))
+        }
+        func run(shards: Int) async throws -> [OutcomeRecord] {
+            let json = """
+                {"frame": {"format": "enhanced"}, "pipeline": {"batchSize": 100},
+                 "transport": {"type": "simulator", "shards": \(shards), "invalidTokens": ["\(tokens[3].hex)", "\(tokens[41].hex)"],
+                               "uninstalledTokens": ["\(tokens[7].hex)"], "offlineTokens": ["\(tokens[8].hex)"]}}
+                """
+            let collector = OutcomeCollector()
+            let pipeline = try HeraldAssembly(configuration: try Self.configuration(json))
+                .makePipeline(source: InMemorySource(requests), ledger: OutcomeLedger(observers: [collector]))
+            let snapshot = try await pipeline.run()
+            // Two invalid tokens of 60: rejected, or suppressed once a rejection came back (uninstalled
+            // tokens are accepted: the binary interface reports them through the feedback service).
+            #expect(snapshot.isBalanced && snapshot.entered == 3000)
+            #expect(snapshot.rejected + snapshot.suppressed == 100 && snapshot.accepted == 2900)
+            return collector.records
+        }
+        let one = try await run(shards: 1), five = try await run(shards: 5)
+        // What the transport recorded comes in input order either way (suppressed records come from a stage, whenever it decides).
+        let sent = { (r: [OutcomeRecord]) in r.filter { $0.outcome != .suppressed }.map(\.sequence) }
+        #expect(sent(one) == sent(one).sorted() && sent(five) == sent(five).sorted())
+        let byOne = Dictionary(uniqueKeysWithValues: one.map { ($0.sequence, $0) }), byFive = Dictionary(uniqueKeysWithValues: five.map { ($0.sequence, $0) })
+        #expect(byOne.count == 3000 && byFive.count == 3000)
+        for (sequence, a) in byOne {
+            let b = try #require(byFive[sequence])
+            #expect(a.token == b.token)
+            if a.outcome == .suppressed || b.outcome == .suppressed {
+                #expect(Set([a.outcome, b.outcome]).isSubset(of: [.suppressed, .rejected(.invalidToken)]), "sequence \(sequence)")
+            } else {
+                #expect(a.outcome == b.outcome, "sequence \(sequence)")
+            }
+        }
     }
 
     @Test("bad options name the key")
