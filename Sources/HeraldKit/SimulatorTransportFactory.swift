@@ -24,8 +24,8 @@ import HeraldSimulator
 ///
 /// `"shards": N` (1 to 256) spreads the simulator over N cores
 /// (``ShardedSimulatorTransport``: a simulated gateway each, a token always on
-/// the same one). Without `faults` the default is the pipeline's threads; with
-/// `faults` it is 1, so that a seed reproduces the same faults on any machine.
+/// the same one). Without `faults` the default is the pipeline's threads, at
+/// most 8; with `faults` it is 1, so that a seed reproduces the same faults on any machine.
 enum SimulatorTransportFactory {
     static func make(_ node: ConfigNode, payloadLimit: Int, threads: Int = 1) throws(ConfigError) -> any Transport {
         var configuration = SimulatorConfiguration(payloadLimit: payloadLimit)
@@ -56,7 +56,8 @@ enum SimulatorTransportFactory {
         if let ms = try faults.int("readDelayMilliseconds", in: 0...60_000) { plan.readDelay = .milliseconds(ms) }
         if let ms = try faults.int("handshakeDelayMilliseconds", in: 0...60_000) { plan.handshakeDelay = .milliseconds(ms) }
         configuration.faults = plan
-        let shards = try node.int("shards", in: 1...256) ?? (node.value("faults") == nil ? min(max(1, threads), 256) : 1)
+        // Up to 8 by default: each shard's part of a batch costs a connection and a probe of its own.
+        let shards = try node.int("shards", in: 1...256) ?? (node.value("faults") == nil ? min(max(1, threads), 8) : 1)
 
         let (invalid, uninstalled, offline) = (try tokens(node, "invalidTokens"), try tokens(node, "uninstalledTokens"), try tokens(node, "offlineTokens"))
         let options = SimulatorTransport.Options(topic: try node.string("topic") ?? "default",
