@@ -66,18 +66,23 @@ public struct JSONLinesSource: NotificationSource {
     /// thread. Memory stays bounded by the chunks in flight.
     func produceInParallel(_ reader: inout LineReader, into sink: SourceSink) async throws {
         let decoder = self.decoder, maximum = reader.maximumLineLength
-        var inFlight: [Task<[LineInput], Never>] = []  // oldest first; at most `window`
+        var inFlight: [Task<[Decoded], Never>] = []  // oldest first; at most `window`
         let window = 2 * sink.threads
         var chunk = LineChunk()
         var idle = 0
 
-        func emit(_ reversed: consuming [LineInput]) async {
-            // Last first from a reversed array: each request moves out, where `for input in`
-            // copied it (some twenty references retained, then released with the array).
+        func emit(_ reversed: consuming [Decoded]) async {
+            // Last first from a reversed array: each piece moves out (a run of envelopes stays
+            // the only reference to its array, so numbering it copies nothing).
             var reversed = reversed
-            while let input = reversed.popLast() { await Self.emit(input, to: sink) }
+            while let piece = reversed.popLast() {
+                switch consume piece {
+                case .envelopes(let envelopes): await sink.emit(prepared: envelopes)
+                case .invalid(let n, let reason, let id, let token): await sink.emitInvalid(line: n, reason: reason, id: id, token: token)
+                }
+            }
         }
-        func oldest() async -> [LineInput] {
+        func oldest() async -> [Decoded] {
             // Removed before it is awaited: a finished task keeps its result while anything holds it.
             await inFlight.removeFirst().value
         }
@@ -143,20 +148,39 @@ public struct JSONLinesSource: NotificationSource {
             }
         }
 
-        /// The lines' inputs, last line first (the source pops them off the end).
-        func decode(maximumLineLength: Int, decoder: RequestDecoder) -> [LineInput] {
-            var out: [LineInput] = []
-            out.reserveCapacity(entries.count)
+        /// The lines decoded: runs of envelopes (built here, on the decoding
+        /// thread, numbered when emitted) and what could not be decoded between
+        /// them; last piece first (the source pops them off the end).
+        func decode(maximumLineLength: Int, decoder: RequestDecoder) -> [Decoded] {
+            var out: [Decoded] = []
+            var run: [Envelope] = []
+            run.reserveCapacity(entries.count)
             text.withUnsafeBytes { all in
                 for e in entries {
                     let line: LineReader.Line =
                         e.start < 0 ? .tooLong(number: e.number) : .line(number: e.number, bytes: UnsafeRawBufferPointer(rebasing: all[e.start..<e.end]))
-                    if let input = JSONLinesSource.classify(line, maximumLineLength: maximumLineLength, decoder: decoder) { out.append(input) }
+                    switch JSONLinesSource.classify(line, maximumLineLength: maximumLineLength, decoder: decoder) {
+                    case nil: break
+                    case .request(let request, let n)?: run.append(Envelope(sequence: 0, line: n, request: request))
+                    case .invalid(let n, let reason, let id, let token)?:
+                        if !run.isEmpty {
+                            out.append(.envelopes(run))
+                            run = []
+                        }
+                        out.append(.invalid(line: n, reason: reason, id: id, token: token))
+                    }
                 }
             }
+            if !run.isEmpty { out.append(.envelopes(run)) }
             out.reverse()
             return out
         }
+    }
+
+    /// A piece of a decoded chunk: consecutive requests, ready as envelopes, or a line that is not one.
+    enum Decoded: Sendable {
+        case envelopes([Envelope])
+        case invalid(line: Int, reason: String, id: UInt32?, token: DeviceToken?)
     }
 
     /// What one input line is.

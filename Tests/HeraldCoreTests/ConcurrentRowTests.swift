@@ -166,3 +166,42 @@ struct OutstandingSequencesTests {
         }
     }
 }
+
+@Suite("A source's prepared envelopes (built on other threads, numbered when emitted)")
+struct PreparedEnvelopeTests {
+    /// Records every batch's size and its envelopes' (sequence, line, id).
+    final class Batches: Transport {
+        let seen = Mutex<[[(UInt64, Int?, UInt32)]]>([])
+        func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
+            seen.withLock { $0.append(batch.map { ($0.sequence, $0.line, $0.request.id ?? 0) }) }
+            outcomes.record(batch.map { $0.record(.accepted) })
+        }
+        func finish(outcomes: OutcomeLedger) async {}
+    }
+
+    /// Three requests one by one, 700 prepared (with made-up sequences), an invalid line, 10 more prepared.
+    struct Mixed: NotificationSource {
+        func produce(into sink: SourceSink) async throws {
+            for i in 0..<3 { await sink.emit(request(UInt32(i)), line: i + 1) }
+            await sink.emit(prepared: (3..<703).map { Envelope(sequence: 999, line: $0 + 1, request: request(UInt32($0))) })
+            await sink.emitInvalid(line: 704, reason: "not JSON")
+            await sink.emit(prepared: (704..<714).map { Envelope(sequence: 7, line: $0 + 1, request: request(UInt32($0))) })
+        }
+    }
+
+    @Test("numbered in order after what was pending, batches of at most batchSize, an invalid line in its place")
+    func numbering() async throws {
+        let transport = Batches()
+        let collector = OutcomeCollector()
+        let s = try await Pipeline(source: Mixed(), stages: [], transport: transport, ledger: OutcomeLedger(observers: [collector]),
+                                   options: PipelineOptions(batchSize: 256, threads: 1)).run()
+        #expect(s.isBalanced && s.entered == 714 && s.accepted == 713 && s.dropped == 1)
+        let batches = transport.seen.withLock { $0 }
+        #expect(batches.map(\.count) == [3, 256, 256, 188, 10])
+        let all = batches.flatMap { $0 }
+        #expect(all.map(\.0) == (0..<703).map(UInt64.init) + (704..<714).map(UInt64.init))
+        #expect(all.allSatisfy { $0.1 == Int($0.2) + 1 && UInt64($0.2) == $0.0 })
+        let drop = try #require(collector.records.first { $0.outcome.kind == .dropped })
+        #expect(drop.sequence == 703 && drop.line == 704)
+    }
+}

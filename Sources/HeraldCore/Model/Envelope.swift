@@ -1,7 +1,7 @@
 /// A request on its way through the pipeline, with what the stages have made of it.
 public struct Envelope: Sendable {
     /// Unique within a pipeline run, assigned on entry, in source order.
-    public let sequence: UInt64
+    public internal(set) var sequence: UInt64
     /// Where the request came from (a line number in a JSON Lines file), if known.
     public var line: Int?
     /// The request, as modified by the stages so far (localized, truncated…).

@@ -82,12 +82,36 @@ public final class SourceSink {
         ledger.record(OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: .dropped(OutcomeReason(.invalidRequest, where_ + reason))))
     }
 
+    /// Emits envelopes a source built on another thread (``JSONLinesSource``
+    /// decodes chunks of lines in parallel): each is numbered where it lies,
+    /// with no copy (whatever `sequence` it had is overwritten), and they go
+    /// out in batches of at most `batchSize`, after anything a partial batch held.
+    nonisolated(nonsending) public func emit(prepared envelopes: consuming [Envelope]) async {
+        var envelopes = envelopes
+        guard !envelopes.isEmpty else { return }
+        await flush()
+        for i in envelopes.indices {
+            envelopes[i].sequence = nextSequence
+            nextSequence += 1
+        }
+        if envelopes.count <= batchSize { return await send(envelopes) }
+        for start in stride(from: 0, to: envelopes.count, by: batchSize) {
+            await send(Array(envelopes[start..<min(start + batchSize, envelopes.count)]))
+        }
+    }
+
     /// Hands the partial batch to the pipeline.
     nonisolated(nonsending) public func flush() async {
         guard !pending.isEmpty else { return }
         var batch = pool.take()
         batch.reserveCapacity(batchSize)
         swap(&batch, &pending)
+        await send(batch)
+    }
+
+    /// Enters a numbered batch in the ledger and hands it to the first stage.
+    nonisolated(nonsending) func send(_ batch: consuming [Envelope]) async {
+        let batch = batch
         ledger.enter(batch.lazy.map(\.sequence), count: batch.count)
         latency?.entered(first: batch[0].sequence, count: batch.count)
         // Outcomes the observers have not caught up with are bounded: a slow observer slows the source.
