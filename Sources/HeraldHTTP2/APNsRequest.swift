@@ -72,9 +72,11 @@ public struct APNsRequestBuilder: Sendable {
         var dropped: [OutcomeRecord] = []
         for i in batch.indices {
             do throws(StageFailure) {
-                let e = batch[i]
-                let request = try request(for: e)
-                items.append(HTTP2Item(sequence: e.sequence, line: e.line, id: e.request.id, token: e.request.token, request: request, topic: e.request.topic))
+                // Read in place: `let e = batch[i]` copied the whole envelope (some twenty references).
+                let request = try request(for: batch[i])
+                items.append(HTTP2Item(
+                    sequence: batch[i].sequence, line: batch[i].line, id: batch[i].request.id, token: batch[i].request.token,
+                    request: request, topic: batch[i].request.topic))
             } catch {
                 dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))
             }

@@ -74,10 +74,12 @@ final class HTTP2Driver: @unchecked Sendable {
     /// Connection events go to the configuration's logger at `trace` (never a
     /// token, a JWT or a payload); `HERALD_HTTP2_TRACE=1` logs them whatever the logger's level.
     static let tracing = getenv("HERALD_HTTP2_TRACE") != nil
+    /// Whether ``trace(_:)`` logs anything: decided once (it is asked at every answer).
+    lazy var traces = Self.tracing || configuration.logger.logLevel <= .trace
     func trace(_ s: @autoclosure () -> String) {
+        guard traces else { return }
         var logger = configuration.logger
         if Self.tracing { logger.logLevel = .trace }
-        guard logger.logLevel <= .trace else { return }
         logger.trace("\(s())", metadata: [
             "endpoint": "\(configuration.endpoint)", "loop": "\(index)", "uptime_us": "\(NIODeadline.now().uptimeNanoseconds / 1000)",
         ])
