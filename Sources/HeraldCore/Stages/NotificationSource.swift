@@ -83,21 +83,29 @@ public final class SourceSink {
     }
 
     /// Emits envelopes a source built on another thread (``JSONLinesSource``
-    /// decodes chunks of lines in parallel): each is numbered where it lies,
-    /// with no copy (whatever `sequence` it had is overwritten), and they go
-    /// out in batches of at most `batchSize`, after anything a partial batch held.
+    /// decodes chunks of lines in parallel): each is numbered where it lies
+    /// (whatever `sequence` it had is overwritten). Batches are formed as
+    /// ``emit(_:line:)`` forms them, full but for a flush; a run that is
+    /// exactly one batch, with nothing pending, goes on as it is, with no copy.
     nonisolated(nonsending) public func emit(prepared envelopes: consuming [Envelope]) async {
         var envelopes = envelopes
         guard !envelopes.isEmpty else { return }
-        await flush()
         for i in envelopes.indices {
             envelopes[i].sequence = nextSequence
             nextSequence += 1
         }
-        if envelopes.count <= batchSize { return await send(envelopes) }
-        for start in stride(from: 0, to: envelopes.count, by: batchSize) {
-            await send(Array(envelopes[start..<min(start + batchSize, envelopes.count)]))
+        if pending.isEmpty && envelopes.count == batchSize { return await send(envelopes) }
+        var start = 0
+        if !pending.isEmpty {
+            start = min(batchSize - pending.count, envelopes.count)
+            pending.append(contentsOf: envelopes[0..<start])
+            if pending.count >= batchSize { await flush() }
         }
+        while envelopes.count - start >= batchSize {
+            await send(Array(envelopes[start..<start + batchSize]))
+            start += batchSize
+        }
+        if start < envelopes.count { pending.append(contentsOf: envelopes[start...]) }
     }
 
     /// Hands the partial batch to the pipeline.
