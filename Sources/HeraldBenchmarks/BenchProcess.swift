@@ -120,14 +120,22 @@ struct BenchPostgresServer: Sendable {
 
     /// The server's CPU seconds so far: the postmaster's own, its children's that ended (sessions
     /// closed), and those of its children running now (sessions, checkpointer, autovacuum…).
+    /// A child reaped while `/proc` is scanned would be in neither part (a later reading could then
+    /// come out lower than an earlier one): the scan is taken again until the postmaster's
+    /// ended-children time is the same before and after it (an exited child not yet reaped still
+    /// shows its times in `/proc`).
     func cpuSeconds() -> Double? {
-        guard let own = BenchProcess.stat(postmaster) else { return nil }
-        var total = own.utime + own.stime + own.children
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        for name in entries {
-            guard let pid = Int32(name), let s = BenchProcess.stat(pid), s.parent == postmaster else { continue }
-            total += s.utime + s.stime
+        for _ in 0..<10 {
+            guard let own = BenchProcess.stat(postmaster) else { return nil }
+            var total = own.utime + own.stime + own.children
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            for name in entries {
+                guard let pid = Int32(name), let s = BenchProcess.stat(pid), s.parent == postmaster else { continue }
+                total += s.utime + s.stime
+            }
+            guard let after = BenchProcess.stat(postmaster) else { return nil }
+            if after.children == own.children { return total }
         }
-        return total
+        return nil
     }
 }
