@@ -64,14 +64,7 @@ public final class GatewayTransport: Transport {
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
         var items: [DeliveryItem] = []
         items.reserveCapacity(batch.count)
-        var unframed: [OutcomeRecord] = []
-        for i in batch.indices {  // in place: `for e in batch` copied each envelope
-            if let item = DeliveryItem(batch[i]) {
-                items.append(item)
-            } else {
-                unframed.append(batch[i].record(.failed(OutcomeReason(.internalFailure, "gateway: the notification was not framed (no frame stage)"))))
-            }
-        }
+        let unframed = DeliveryItem.items(of: batch, unframed: "gateway: the notification was not framed (no frame stage)") { items.append($0) }
         outcomes.record(unframed)
         guard !items.isEmpty else { return }
         await gate.acquire(items.count)

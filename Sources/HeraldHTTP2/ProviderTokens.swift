@@ -117,8 +117,5 @@ public final class SharedProviderTokens: Sendable, CustomStringConvertible {
     /// How many tokens have been signed, by every machine together.
     public var signed: Int { state.withLock { $0.signed } }
 
-    /// The rules' state now (a copy).
-    public var snapshot: ProviderTokens { state.withLock { $0 } }
-
     public var description: String { state.withLock { $0.description } }
 }

@@ -5,7 +5,6 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import NIOPosix
-import Synchronization
 
 /// APNs' channel management API for broadcast pushes (iOS 18): create, read,
 /// list and delete an app's channels on `api-manage-broadcast…` (see
@@ -19,7 +18,7 @@ public final class APNsChannelClient: Sendable {
     public let configuration: HTTP2TransportConfiguration
     let tls: TLSContext
     let group: any EventLoopGroup
-    let tokens: Mutex<ProviderTokens?>
+    let tokens: SharedProviderTokens?
     /// How long one call may take, connecting included.
     public let timeout: Duration
 
@@ -35,7 +34,7 @@ public final class APNsChannelClient: Sendable {
         self.tls = try TLSContext(tlsConfiguration, logger: configuration.logger)
         self.group = group
         self.timeout = timeout
-        tokens = Mutex(configuration.providerToken.map { ProviderTokens(key: $0) })
+        tokens = configuration.providerToken.map { SharedProviderTokens(ProviderTokens(key: $0)) }
     }
 
     /// Sends `request` and reads APNs' answer: the result, or a ``BroadcastChannelError``
@@ -44,9 +43,8 @@ public final class APNsChannelClient: Sendable {
         let wire = request.request(requestID: APNsID.random())
         let authorization: String?
         do {
-            authorization = try tokens.withLock { t throws(ProviderTokenError) in
-                guard t != nil else { return nil }
-                return "bearer " + (try t!.token(now: Int64(Duration.sinceEpoch.components.seconds)))
+            authorization = try tokens.map { t throws(ProviderTokenError) in
+                "bearer " + (try t.token(now: Int64(Duration.sinceEpoch.components.seconds)))
             }
         } catch {
             throw BroadcastChannelError(status: 0, reason: "cannot sign a provider token: \(error)")

@@ -120,8 +120,7 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
         if !dropped.isEmpty { outcomes.record(dropped) }
         guard !items.isEmpty else { return }
         await gate.acquire(items.count)
-        let driver = drivers.count == 1 ? drivers[0]
-            : drivers.min { $0.queuedCount.load(ordering: .relaxed) < $1.queuedCount.load(ordering: .relaxed) }!
+        let driver = drivers.min { $0.queuedCount.load(ordering: .relaxed) < $1.queuedCount.load(ordering: .relaxed) }!
         driver.enqueue(items, ledger: outcomes)
     }
 

@@ -60,13 +60,8 @@ public final class ShardedSimulatorTransport: Transport, TransportReporting {
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
         var parts = [[DeliveryItem]](repeating: [], count: shards.count)
-        var unframed: [OutcomeRecord] = []
-        for i in batch.indices {  // in place: `for e in batch` copied each envelope
-            if let item = DeliveryItem(batch[i]) {
-                parts[shard(of: batch[i].request.token)].append(item)
-            } else {
-                unframed.append(batch[i].record(.failed(OutcomeReason(.internalFailure, "transport: the envelope has no frame"))))
-            }
+        let unframed = DeliveryItem.items(of: batch, unframed: SimulatorTransport.unframed) { item in
+            parts[shard(of: item.token)].append(item)
         }
         await gate.acquire(1)
         let ticket = state.withLock { s in

@@ -60,20 +60,15 @@ public actor SimulatorTransport: Transport {
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
         var items: [DeliveryItem] = []
         items.reserveCapacity(batch.count)
-        for i in batch.indices {  // in place: `for e in batch` copied each envelope
-            if let item = DeliveryItem(batch[i]) {
-                items.append(item)
-            } else {
-                records.append(batch[i].record(.failed(OutcomeReason(.internalFailure, "transport: the envelope has no frame"))))
-            }
-        }
-        machine.enqueue(items, now: now)
-        run { $0.isSettled }
+        var out = DeliveryItem.items(of: batch, unframed: Self.unframed) { items.append($0) }
+        out += deliver(items)
         // The work above is synchronous: let other tasks on the cooperative pool run between batches.
         await Task.yield()
-        outcomes.record(records)
-        records.removeAll(keepingCapacity: true)
+        outcomes.record(out)
     }
+
+    /// Why an envelope with no frame fails.
+    static let unframed = "transport: the envelope has no frame"
 
     public func finish(outcomes: OutcomeLedger) async {
         outcomes.record(drained())

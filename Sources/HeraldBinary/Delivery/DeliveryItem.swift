@@ -40,6 +40,23 @@ public struct DeliveryItem: Sendable {
                   frame: frame.bytes, identifierOffset: frame.identifierOffset)
     }
 
+    /// Each framed envelope of `batch` as an item, handed to `take` in order; the
+    /// envelopes with no frame come back as records failed with `reason`
+    /// (`internalFailure`). In place: `for e in batch` copied each envelope.
+    public static func items(
+        of batch: [Envelope], unframed reason: @autoclosure () -> String, _ take: (consuming DeliveryItem) -> Void
+    ) -> [OutcomeRecord] {
+        var unframed: [OutcomeRecord] = []
+        for i in batch.indices {
+            if let item = DeliveryItem(batch[i]) {
+                take(item)
+            } else {
+                unframed.append(batch[i].record(.failed(OutcomeReason(.internalFailure, reason()))))
+            }
+        }
+        return unframed
+    }
+
     public func record(_ outcome: Outcome) -> OutcomeRecord {
         var r = OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: outcome)
         r.possibleDuplicate = resentAfterSilentClose
