@@ -25,10 +25,14 @@ struct BenchQueue: AsyncParsableCommand {
             on the lines (each a share of them, while the workers run) and times until every row's \
             outcome is written. CPU seconds of each side (send; the workers, the PostgreSQL server \
             when it runs on this machine, the producers) are reported per round. The best of the \
-            --rounds counts (every round's figure is reported too). Then, as the database's own limit, \
-            pgbench runs the same claim and outcome statements bare (500 rows a transaction) on the \
-            same number of connections. Goal (issues 16, 28): one worker at least half of herald \
-            send's rate, and more workers never slower.
+            --rounds counts (every round's figure is reported too). The same workers then drain a \
+            backlog: the lines committed at once (one COPY), timed from its commit to the last \
+            outcome (workers_N_drain_per_s). Then, as the database's own limit, pgbench runs the \
+            same claim and outcome statements bare (500 rows a transaction) on the same number of \
+            connections, over a queue filled beforehand, beside the drain \
+            (ratio_workers_N_drain_to_pgbench). Goals: one worker at least half of herald send's \
+            rate, and more workers never slower (issues 16, 28); 8 workers' drain at least 0.8 of \
+            pgbench at 8 connections, 16 never slower than 8 (issue 29).
 
             Example (a throwaway server: docs/scale-out.md, "Benchmarks"):
               herald bench queue --config bench.json
@@ -77,7 +81,7 @@ struct BenchQueue: AsyncParsableCommand {
             for (k, n) in counts.enumerated() {
                 try await control.removeEveryRow()
                 runs[k].append(try await Self.endToEnd(
-                    herald, workers: n, shares: shares, warm: warm, count: count, batch: queueConfiguration.batch, config: config,
+                    herald, workers: n, shares: shares, warm: warm, all: bodies, batch: queueConfiguration.batch, config: config,
                     dir: dir, control: control, server: server))
             }
         }
@@ -94,8 +98,12 @@ struct BenchQueue: AsyncParsableCommand {
             report.add("workers_\(n)_rounds_cpu_producers_s", runs[k].map(\.cpuProducers), places: 2)
             let busy = runs[k].compactMap(\.coresBusy)
             if !busy.isEmpty { report.add("workers_\(n)_rounds_cores_busy", busy, places: 2) }
+            let drain = runs[k].map(\.drainRate).max()!
+            report.add("workers_\(n)_drain_per_s", drain, places: 0)
+            report.add("workers_\(n)_rounds_drain_per_s", runs[k].map(\.drainRate), places: 0)
             if let bare = try await Self.pgbenchRate(pgbench, rows: count, clients: n, configuration: queueConfiguration, control: control, bodies: bodies, dir: dir) {
                 report.add("pgbench_\(n)_rows_per_s", bare, places: 0)
+                report.add("ratio_workers_\(n)_drain_to_pgbench", drain / bare, places: 3)
             }
         }
         try await control.removeEveryRow()
@@ -104,14 +112,18 @@ struct BenchQueue: AsyncParsableCommand {
         report.add("ratio_1_worker_to_send", rates[0] / sendRate, places: 3)
         report.add("goal_ratio", 0.5, places: 1)
         report.add("more_workers_never_slower", zip(rates, rates.dropFirst()).allSatisfy { $1 >= $0 * 0.95 })
+        let drains = runs.map { $0.map(\.drainRate).max()! }
+        report.add("drain_more_workers_never_slower", zip(drains, drains.dropFirst()).allSatisfy { $1 >= $0 * 0.95 })
         report.add("peak_rss_mib", peakResidentMiB(), places: 1)
         report.print()
     }
 
     /// One end-to-end run: its rate, the share of its time the enqueue took (near 1: the workers
-    /// kept up with it, and the run measured the enqueue), and CPU seconds by side.
+    /// kept up with it, and the run measured the enqueue), and CPU seconds by side; then the same
+    /// workers' drain of a backlog (`drainRate`).
     struct Run {
         var rate: Double
+        var drainRate: Double
         var enqueueShare: Double
         var cpuWorkers: Double
         var cpuPostgres: Double?
@@ -134,11 +146,14 @@ struct BenchQueue: AsyncParsableCommand {
     }
 
     /// Rows per second from the producers' start to the last outcome written, with `n` herald work
-    /// processes already running.
+    /// processes already running; then, with the same processes, rows per second draining a
+    /// backlog: `all` committed at once (one `COPY`), timed from its commit to the last outcome,
+    /// as pgbench's figure is taken over a queue filled beforehand (pgbenchRate).
     static func endToEnd(
-        _ herald: String, workers n: Int, shares: [String], warm: [String], count: Int, batch: Int, config: String, dir: String,
+        _ herald: String, workers n: Int, shares: [String], warm: [String], all: [String], batch: Int, config: String, dir: String,
         control: PostgresQueue, server: BenchPostgresServer?
     ) async throws -> Run {
+        let count = all.count
         let workers = try (0..<n).map { try BenchProcess(herald, ["work", "--config", config], log: dir + "/worker-\($0).log") }
         defer { for w in workers { w.terminate() } }
         // Workers measured running, not starting: a batch or more through each before the clock
@@ -159,12 +174,17 @@ struct BenchQueue: AsyncParsableCommand {
         let enqueued = clock.now
         let lag = try await waitForDone(warmed + count, control: control, workers: workers)
         let seconds = (clock.now - started).inSeconds - lag
+        let cpuWorkers = zip(workers, workersBefore).reduce(0) { $0 + $1.0.cpuSeconds - $1.1 }
+        let cpuPostgres = postgresBefore.flatMap { before in server?.cpuSeconds().map { $0 - before } }
+        let cpuProducers = BenchProcess.childrenCPUSeconds() - producersBefore
+        let coresBusy = coresBefore.flatMap { before in CPUTimes.now().map { $0.coresBusy(since: before) } }
+        _ = try await control.enqueue(all)
+        let committed = clock.now
+        let drainLag = try await waitForDone(warmed + 2 * count, control: control, workers: workers)
+        let drainSeconds = (clock.now - committed).inSeconds - drainLag
         let run = Run(
-            rate: Double(count) / seconds, enqueueShare: min(1, (enqueued - started).inSeconds / seconds),
-            cpuWorkers: zip(workers, workersBefore).reduce(0) { $0 + $1.0.cpuSeconds - $1.1 },
-            cpuPostgres: postgresBefore.flatMap { before in server?.cpuSeconds().map { $0 - before } },
-            cpuProducers: BenchProcess.childrenCPUSeconds() - producersBefore,
-            coresBusy: coresBefore.flatMap { before in CPUTimes.now().map { $0.coresBusy(since: before) } })
+            rate: Double(count) / seconds, drainRate: Double(count) / drainSeconds, enqueueShare: min(1, (enqueued - started).inSeconds / seconds),
+            cpuWorkers: cpuWorkers, cpuPostgres: cpuPostgres, cpuProducers: cpuProducers, coresBusy: coresBusy)
         for w in workers { w.terminate() }
         for w in workers { try await w.exit(expecting: 0) }
         return run
@@ -208,8 +228,9 @@ struct BenchQueue: AsyncParsableCommand {
         }
     }
 
-    /// The claim and the outcome write, bare: `pgbench` running one statement that claims 500
-    /// queued rows and finishes them, on `clients` connections, over `rows` freshly queued rows.
+    /// The claim and the outcome write, bare: `pgbench` running the claim's two statements (the
+    /// lease, then its rows) for 500 queued rows and the statement that finishes them, on `clients`
+    /// connections, over `rows` freshly queued rows.
     static func pgbenchRate(
         _ pgbench: String, rows: Int, clients: Int, configuration c: PostgresQueueConfiguration, control: PostgresQueue, bodies: [String], dir: String
     ) async throws -> Double? {
@@ -220,10 +241,9 @@ struct BenchQueue: AsyncParsableCommand {
         }
         let script = dir + "/claim-and-finish.sql"
         try """
-            WITH c AS (SELECT * FROM herald_claim_rows('pgbench', 30, 1, 500))
-            SELECT coalesce((SELECT lease FROM c), 0) AS lease,
-                   quote_literal(coalesce((SELECT ids FROM c), '{}')::text) AS ids,
-                   (SELECT sum(length(b)) FROM c, unnest(c.bodies) AS b) AS bytes \\gset
+            SELECT coalesce((SELECT lease FROM herald_claim_lease('pgbench', 30, 1, 500)), 0) AS lease \\gset
+            SELECT quote_literal(coalesce(max(a.ids::text), '{}')) AS ids, sum((SELECT sum(length(b)) FROM unnest(a.bodies) AS b)) AS bytes
+            FROM herald_leases l CROSS JOIN LATERAL (\(PostgresQueue.newRows(of: "l"))) a WHERE l.lease = :lease \\gset
             WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),
             w AS (INSERT INTO herald_outcomes (lease, first_id, ids, outcome, attempts, owner)
                   SELECT :lease, (:ids::bigint[])[1], :ids::bigint[], 'accepted', 1, 'pgbench' WHERE :lease <> 0

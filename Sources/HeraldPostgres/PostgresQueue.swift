@@ -49,6 +49,10 @@ public final class PostgresQueue: Service, Sendable {
     let started = Mutex<Task<Void, Never>?>(nil)
     /// The next claim's token; starts at random, so two queues given the same owner do not share tokens.
     let claimTokens = Atomic<Int64>(Int64.random(in: 1...(Int64.max / 2)))
+    /// One claim's lease statement at a time from this queue (``claim(limit:inFlight:token:)``): a
+    /// worker's claims ahead would otherwise queue on the cursor's row lock beside every other
+    /// worker's, twice as many waiters for nothing (each takes its turn anyway).
+    let leaseTurn = FlowGate(limit: 1)
     /// When idempotency keys past their window were last deleted (``forgetExpiredKeys(window:)``).
     let keySweep = Mutex<ContinuousClock.Instant?>(nil)
     /// Tests only: how many claims to come lose their answer after they commit (as a dropped connection would).
