@@ -6,6 +6,7 @@
 #           mkdir perf; cp /usr/bin/perf perf/; ldd /usr/bin/perf | awk ... | xargs cp -t perf; tar cJf perf.tar.xz perf);
 #           read them back here with the unstripped herald at /tmp/devbench/hb/bin/herald (same build id)
 #   the queue step samples pg_stat_activity every 50 ms and writes what sessions wait on to $OUT/waits.txt
+#   claimlock  the claim's lease statement alone by pgbench: the cursor row lock against an advisory lock
 # One run, on a many-core x86-64 Linux machine with no Swift toolchain, no PostgreSQL and no network,
 # of what the project's 2-core machine cannot show, most important first:
 #   queue     herald bench queue, 1, 2, 4 and 8 workers, on a throwaway PostgreSQL 15 (herald send beside it)
@@ -209,7 +210,7 @@ for p in range(int(sys.argv[1]), int(sys.argv[1]) + 100):
 
 # ---- PostgreSQL 15 as an unprivileged user ---------------------------------------------------------
 PGU=; PG_OK=0
-if want queue || want queue_p4; then
+if want queue || want queue_p4 || want claimlock; then
   if [ "$(id -u)" = 0 ]; then
     # A user of its own; else nobody; else one written into /etc/passwd.
     id -u hbpg >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /bin/sh hbpg >/dev/null 2>&1
@@ -275,6 +276,41 @@ with open(sys.argv[2], "w") as f:
 PY
   tail -5 "$PGD/server.log" >>"$LOG" 2>/dev/null
   B "$PGB/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U postgres -d bench -c CHECKPOINT >>"$LOG" 2>&1
+fi
+
+# ---- claimlock: the new-row claim's lease statement alone, by pgbench, how the cursor's lock scales ----
+# Two forms of herald_claim_lease: as migrated (the cursor row FOR UPDATE) and with an advisory lock
+# taken first (waiters queue in order, one woken a commit); 2,000 rows a claim, on a queue filled
+# beforehand, at 8, 16 and 32 clients; then 16 clients with 4 sessions inserting meanwhile.
+if want claimlock && [ "$PG_OK" = 1 ]; then
+  PSQL() { B "$PGB/psql" -X -q -At -h 127.0.0.1 -p "$PGPORT" -U postgres -d bench "$@"; }
+  B "$H" enqueue --config "$W/bench.json" /dev/null >>"$LOG" 2>&1   # the schema, if no step migrated it yet
+  PSQL -c "SELECT pg_get_functiondef('herald_claim_lease(text,float8,bigint,bigint)'::regprocedure)" \
+    | sed -e 's/FUNCTION public.herald_claim_lease(/FUNCTION public.herald_claim_lease_adv(/' \
+          -e 's/SELECT \* INTO k FROM herald_cursor FOR UPDATE;/PERFORM pg_advisory_xact_lock(114784820031590); SELECT * INTO k FROM herald_cursor FOR UPDATE;/' \
+    >"$W/adv.sql"
+  PSQL -f "$W/adv.sql" >>"$LOG" 2>&1
+  echo "SELECT * FROM herald_claim_lease('pgb', 30, 1, 2000);" >"$W/claim_row.sql"
+  echo "SELECT * FROM herald_claim_lease_adv('pgb', 30, 1, 2000);" >"$W/claim_adv.sql"
+  echo "INSERT INTO notifications (body) SELECT 'x' FROM generate_series(1, 5000);" >"$W/insert.sql"
+  for run in "8 0" "16 0" "32 0" "16 4"; do
+    set -- $run; c=$1; prod=$2
+    for v in row adv; do
+      PSQL -c "TRUNCATE notifications, herald_outcomes, herald_leases" -c "INSERT INTO notifications (body) SELECT 'x' FROM generate_series(1, 1000000)" >>"$LOG" 2>&1
+      PSQL -c "VACUUM ANALYZE notifications" >>"$LOG" 2>&1
+      PP=
+      if [ "$prod" -gt 0 ]; then
+        B "$PGB/pgbench" -n -f "$W/insert.sql" -c "$prod" -j "$prod" -T 8 -h 127.0.0.1 -p "$PGPORT" -U postgres bench >"$W/prod.out" 2>&1 &
+        PP=$!
+      fi
+      t=$(( 400 / c ))
+      out=$(B "$PGB/pgbench" -n -f "$W/claim_$v.sql" -c "$c" -j "$c" -t "$t" -h 127.0.0.1 -p "$PGPORT" -U postgres bench 2>&1)
+      [ -n "$PP" ] && { kill "$PP" 2>/dev/null; wait "$PP" 2>/dev/null; }
+      tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p'); lat=$(echo "$out" | sed -n 's/^latency average = \([0-9.]*\).*/\1/p')
+      log "claimlock $v clients=$c producers=$prod: tps $tps latency $lat ms"
+      note claimlock variant="$v" clients="$c" producers="$prod" tps="${tps:-0}" latency_ms="${lat:-0}" rows_per_s="$(python3 -c "print(round(float('${tps:-0}')*2000))")"
+    done
+  done
 fi
 
 # ---- (b) TLS with 1% invalid tokens ------------------------------------------------------------------
