@@ -100,7 +100,10 @@ struct ConcurrentRowTests {
                 for i in 0..<20 {
                     await sink.emit(request(UInt32(i)))
                     await sink.flush()
-                    let deadline = ContinuousClock.now + .seconds(10)
+                    // A hang never ends; a slow answer does. In the parallel suite on 2 cores this
+                    // test's 20 answers took 67 s in all (a pool shared with every other suite), and
+                    // twice one took over 10 s: the deadline is for a hang, so it is generous.
+                    let deadline = ContinuousClock.now + .seconds(90)
                     while waiting.done.load(ordering: .relaxed) <= i {
                         guard ContinuousClock.now < deadline else { throw CancellationError() }
                         try await Task.sleep(for: .milliseconds(1))
