@@ -263,6 +263,7 @@ let package = Package(
             name: "HeraldKitTests",
             dependencies: [
                 "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit", "HeraldSimulator",
+                "HeraldTesting", "HeraldHTTP2",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -74,9 +74,12 @@ public struct APNsRequestBuilder: Sendable {
             do throws(StageFailure) {
                 // Read in place: `let e = batch[i]` copied the whole envelope (some twenty references).
                 let request = try request(for: batch[i])
-                items.append(HTTP2Item(
+                var item = HTTP2Item(
                     sequence: batch[i].sequence, line: batch[i].line, id: batch[i].request.id, token: batch[i].request.token,
-                    request: request, topic: batch[i].request.topic))
+                    request: request, topic: batch[i].request.topic, app: batch[i].request.app)
+                // A background push inferred from its payload (no push-type given) is bulk too.
+                item.lane = batch[i].request.lane == nil && request.pushType == .background ? .bulk : batch[i].request.effectiveLane
+                items.append(item)
             } catch {
                 dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))
             }

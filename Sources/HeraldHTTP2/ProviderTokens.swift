@@ -119,3 +119,32 @@ public final class SharedProviderTokens: Sendable, CustomStringConvertible {
 
     public var description: String { state.withLock { $0.description } }
 }
+
+/// One ``SharedProviderTokens`` per signing key, for every transport that
+/// signs with it: the `apps` section gives each app its own transport, and
+/// the apps of one team share its JWT (APNs limits how often a team's token
+/// may change, and counts every new one).
+public final class ProviderTokenPool: Sendable {
+    struct Entry {
+        let rawKey: [UInt8]
+        let tokens: SharedProviderTokens
+    }
+    let entries = Mutex<[String: Entry]>([:])
+
+    public init() {}
+
+    /// The tokens signed with `key`, shared with every earlier caller that gave the same key id
+    /// and team; `nil` when that key id and team came before with another key (a configuration error).
+    public func tokens(for key: ProviderTokenKey) -> SharedProviderTokens? {
+        entries.withLock { entries in
+            let name = "\(key.teamID)/\(key.keyID)"
+            if let known = entries[name] { return known.rawKey == key.rawKey ? known.tokens : nil }
+            let tokens = SharedProviderTokens(ProviderTokens(key: key))
+            entries[name] = Entry(rawKey: key.rawKey, tokens: tokens)
+            return tokens
+        }
+    }
+
+    /// How many distinct keys (teams' JWTs) the pool holds.
+    public var count: Int { entries.withLock { $0.count } }
+}

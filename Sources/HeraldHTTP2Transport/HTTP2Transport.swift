@@ -53,7 +53,7 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
         let gate = FlowGate(limit: configuration.maxQueued)
         self.gate = gate
         let tls = try TLSContext(tlsConfiguration, logger: configuration.logger)
-        let tokens = configuration.providerToken.map { SharedProviderTokens(ProviderTokens(key: $0)) }
+        let tokens = configuration.sharedTokens ?? configuration.providerToken.map { SharedProviderTokens(ProviderTokens(key: $0)) }
         self.tokens = tokens
         // As many drivers as loops, at most one a connection; connections dealt out evenly.
         let total = configuration.delivery.connections

@@ -56,6 +56,9 @@ public struct HTTP2TransportConfiguration: Sendable {
     /// Token authentication: the provider token (one JWT per team, shared by
     /// every connection, re-signed every 40 minutes). `nil` with a certificate in `tls`.
     public var providerToken: ProviderTokenKey?
+    /// The provider token's JWT, shared with other transports of the same team (the `apps`
+    /// section gives every app of a team the same one); `nil` makes one from ``providerToken``.
+    public var sharedTokens: SharedProviderTokens?
     /// The topic for requests that name none (the app's bundle identifier).
     public var defaultTopic: String?
     /// Connections, timeouts, retries and backoff: the rules the in-memory HTTP/2 simulator transport runs too.

@@ -24,17 +24,17 @@ import HeraldSimulator
 /// certificate-authenticated connection. `unregisteredTokens` answer 410 as
 /// unregistered since the transport started.
 enum HTTP2SimulatorTransportFactory {
-    static func make(_ node: ConfigNode) throws(ConfigError) -> HTTP2SimulatorTransport {
+    static func make(_ node: ConfigNode, context: TransportContext) throws(ConfigError) -> HTTP2SimulatorTransport {
         var configuration = HTTP2SimulatorConfiguration()
         configuration.bundleID = try node.string("bundleID") ?? configuration.bundleID
         // Off by default, as for `simulator`: herald send streams, and a record of every delivery would grow without bound.
         configuration.recordsDeliveries = try node.bool("recordDeliveries") ?? false
-        var tokens: ProviderTokens?
+        var tokens: SharedProviderTokens?
         if let key = try providerTokenKey(node) {
             configuration.tokenKeyPEM = key.publicKeyPEM
             configuration.keyID = key.keyID
             configuration.teamID = key.teamID
-            tokens = ProviderTokens(key: key)
+            tokens = try context.providerTokens.map { pool throws(ConfigError) in try shared(key, in: pool, node) } ?? SharedProviderTokens(ProviderTokens(key: key))
         }
         let f = try node.child("faults")
         configuration.faults.seed = UInt64(try f.int("seed", in: 0...Int.max) ?? 0)
@@ -52,7 +52,15 @@ enum HTTP2SimulatorTransportFactory {
         for t in try SimulatorTransportFactory.tokens(node, "unregisteredTokens") { simulator.markUnregistered(t, at: started) }
         var policy = HTTP2DeliveryPolicy()
         policy.connections = try node.int("connections", in: 1...64) ?? 1
-        return HTTP2SimulatorTransport(simulator: simulator, tokens: tokens, policy: policy)
+        return HTTP2SimulatorTransport(simulator: simulator, sharedTokens: tokens, policy: policy)
+    }
+
+    /// The JWT of `key`'s team, shared through `pool` with every other app signing with it.
+    static func shared(_ key: ProviderTokenKey, in pool: ProviderTokenPool, _ node: ConfigNode) throws(ConfigError) -> SharedProviderTokens {
+        guard let tokens = pool.tokens(for: key) else {
+            throw node.error("providerToken", "key \(key.keyID) of team \(key.teamID) is configured with another .p8 file elsewhere: one key id, one key")
+        }
+        return tokens
     }
 
     /// `providerToken: {"keyFile": "AuthKey_….p8", "keyID": "…", "teamID": "…"}`, if given.

@@ -94,9 +94,12 @@ package enum HTTP2TransportFactory {
 
 extension HTTP2Transport {
     /// Builds the transport from a configuration node, reporting TLS problems against the node.
-    static func make(_ node: ConfigNode, logger: Logger) throws(ConfigError) -> HTTP2Transport {
+    static func make(_ node: ConfigNode, context: TransportContext) throws(ConfigError) -> HTTP2Transport {
         var configuration = try HTTP2TransportFactory.configuration(node)
-        configuration.logger = logger
+        configuration.logger = context.logger
+        if let key = configuration.providerToken, let pool = context.providerTokens {
+            configuration.sharedTokens = try HTTP2SimulatorTransportFactory.shared(key, in: pool, node)
+        }
         do {
             return try HTTP2Transport(configuration: configuration)
         } catch {

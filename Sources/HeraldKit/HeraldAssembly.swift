@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import HeraldBinary
 import HeraldCore
+import HeraldHTTP2
 import HeraldLocalization
 import HeraldPayload
 import HeraldStore
@@ -59,8 +60,10 @@ public struct HeraldAssembly: Sendable {
         extraStages.append((position, stage))
     }
 
-    /// The wire the configured transport speaks (its registry entry's).
-    public var configuredWire: TransportWire { registry.wire(ofTransport: configuration.transportType) }
+    /// The wire the configured transport speaks (its registry entry's; with `apps`, HTTP/2).
+    public var configuredWire: TransportWire {
+        configuration.apps.isEmpty ? registry.wire(ofTransport: configuration.transportType) : .http2
+    }
 
     /// The payload limit in force: the configuration's, else the wire's (the
     /// HTTP/2 API takes larger payloads).
@@ -129,12 +132,31 @@ public struct HeraldAssembly: Sendable {
         return out
     }
 
-    /// The configured transport.
+    /// The configured transport: the `transport` section's, or with `apps` an ``AppsTransport``
+    /// over one transport an app (each an HTTP/2 one; the apps of a team share its provider token).
     public func transport() throws -> any Transport {
-        try registry.makeTransport(
-            configuration.transportType, options: configuration.transportOptions,
-            context: TransportContext(payloadLimit: sizeLimit(for: configuredWire).bytes, logger: logger,
-                                      threads: configuration.pipeline.effectiveThreads))
+        var context = TransportContext(
+            payloadLimit: sizeLimit(for: configuredWire).bytes, logger: logger, threads: configuration.pipeline.effectiveThreads)
+        guard !configuration.apps.isEmpty else {
+            return try registry.makeTransport(configuration.transportType, options: configuration.transportOptions, context: context)
+        }
+        context.providerTokens = ProviderTokenPool()
+        var apps: [AppsTransport.App] = []
+        for spec in configuration.apps {
+            guard registry.wire(ofTransport: spec.transportType) == .http2 else {
+                throw spec.transportOptions.error(
+                    "type", "an app's transport speaks HTTP/2 (\"http2\" or \"http2-simulator\"), not \"\(spec.transportType)\"")
+            }
+            context.app = spec.name
+            context.logger = logger
+            context.logger[metadataKey: "app"] = "\(spec.name)"
+            apps.append(AppsTransport.App(
+                name: spec.name, topics: spec.topics,
+                transport: try registry.makeTransport(spec.transportType, options: spec.transportOptions, context: context)))
+        }
+        do { return try AppsTransport(apps: apps) } catch {
+            throw ConfigError(file: configuration.root.file, key: "apps", message: error.message)
+        }
     }
 
     /// A pipeline from `source` through the configured stages to the configured transport.

@@ -33,6 +33,9 @@ public struct HeraldConfiguration: Sendable {
     /// The transport's registry name and its options.
     public var transportType = "simulator"
     public var transportOptions: ConfigNode = .empty()
+    /// Several apps, each with its own transport (the `apps` section, instead of `transport`):
+    /// requests go to their app by `app` or by topic (``AppsTransport``).
+    public var apps: [AppSpec] = []
     /// Custom stages: registry name, position and options.
     public var customStages: [CustomStageSpec] = []
     /// Where outcomes go (`-` for standard output).
@@ -48,6 +51,16 @@ public struct HeraldConfiguration: Sendable {
     public var tokenStoreType = "memory"
     /// The parsed file, kept to report keys nothing read (checked when the pipeline is made).
     public var root: ConfigNode = .empty()
+
+    /// One entry of `apps`: `{"name": "chat", "topics": ["com.example.chat"], "transport": {…}}`.
+    public struct AppSpec: Sendable {
+        public var name: String
+        public var topics: [String]
+        public var transportType: String
+        public var transportOptions: ConfigNode
+        /// The entry itself (errors name it).
+        public var node: ConfigNode
+    }
 
     public struct CustomStageSpec: Sendable {
         public var type: String
@@ -117,6 +130,22 @@ public struct HeraldConfiguration: Sendable {
         let transport = try root.child("transport")
         c.transportType = try transport.string("type") ?? c.transportType
         c.transportOptions = transport
+        if root.has("apps") {
+            guard !root.has("transport") else {
+                throw root.error("apps", "give \"transport\" (one app) or \"apps\" (each with its own transport), not both")
+            }
+            for node in try root.children("apps") {
+                guard let name = try node.string("name") else { throw node.error("name", "required: the app's name (a label in outcomes and metrics)") }
+                guard RequestDecoder.isAppName(name) else { throw node.error("name", "\"\(name)\" is not an app name: 1 to 64 letters, digits, '-', '_' or '.'") }
+                guard let topics = try node.strings("topics"), !topics.isEmpty else {
+                    throw node.error("topics", "required: the bundle identifiers the app sends for (requests are routed by topic)")
+                }
+                guard node.has("transport") else { throw node.error("transport", "required: the app's transport, as a \"transport\" section") }
+                let t = try node.child("transport")
+                c.apps.append(AppSpec(name: name, topics: topics, transportType: try t.string("type") ?? "http2", transportOptions: t, node: node))
+            }
+            guard !c.apps.isEmpty else { throw root.error("apps", "must list at least one app") }
+        }
 
         for node in try root.children("stages") {
             guard let type = try node.string("type") else { throw node.error("type", "required: the stage's registered name") }

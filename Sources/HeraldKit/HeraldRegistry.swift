@@ -1,5 +1,6 @@
 import HeraldCore
 import HeraldGateway
+import HeraldHTTP2
 import HeraldHTTP2Transport
 import HeraldOpenSSL
 import HeraldRecorder
@@ -47,11 +48,11 @@ public final class HeraldRegistry: Sendable {
         r.registerTransport("simulator") { node, context in
             try SimulatorTransportFactory.make(node, payloadLimit: context.payloadLimit, threads: context.threads)
         }
-        r.registerTransport("http2-simulator", wire: .http2) { node, _ in
-            try HTTP2SimulatorTransportFactory.make(node)
+        r.registerTransport("http2-simulator", wire: .http2) { node, context in
+            try HTTP2SimulatorTransportFactory.make(node, context: context)
         }
         r.registerTransport("http2", wire: .http2) { node, context in
-            try HTTP2Transport.make(node, logger: context.logger)
+            try HTTP2Transport.make(node, context: context)
         }
         r.registerTransport("gateway") { node, context in
             try GatewayTransport.make(node, logger: context.logger)
@@ -114,6 +115,11 @@ public struct TransportContext: Sendable {
     public var logger: Logger
     /// The cores the pipeline spreads its work over (``PipelineOptions/effectiveThreads``).
     public var threads: Int
+    /// The app this transport is for (an `apps` entry's name), if any.
+    public var app: String?
+    /// Provider tokens shared by every transport signing with the same key (`apps`: one JWT per
+    /// team); `nil`: the transport signs its own.
+    public var providerTokens: ProviderTokenPool?
     public init(payloadLimit: Int, logger: Logger = Logger(label: "herald"), threads: Int = 1) {
         self.payloadLimit = payloadLimit
         self.logger = logger

@@ -37,6 +37,9 @@ public struct ServiceConfiguration: Sendable {
     public var idempotencyKeys = 100_000
     /// Where outcomes are posted as they are decided (`outcomes.webhook`), if anywhere.
     public var webhook: WebhookConfiguration?
+    /// The configuration's apps (`apps[].name`): `/metrics` counts each one's outcomes as
+    /// `herald_app_outcomes_total{app,outcome}` (names from requests alone are not labels).
+    public var apps: [String] = []
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
@@ -117,7 +120,7 @@ public final class HeraldService: Sendable {
         registry = PrometheusCollectorRegistry()
         let factory = PrometheusMetricsFactory(registry: registry)
         // With an intake of its own (a queue), GET reads it: the index only counts (it keeps no records).
-        outcomes = OutcomeIndex(capacity: given == nil ? configuration.keepOutcomes : 0, metrics: factory)
+        outcomes = OutcomeIndex(capacity: given == nil ? configuration.keepOutcomes : 0, metrics: factory, apps: configuration.apps)
         let intake = given ?? MemoryIntake(configuration: configuration, outcomes: outcomes)
         self.intake = intake
         // The webhook names notifications as the API does (a queue's by their rows).

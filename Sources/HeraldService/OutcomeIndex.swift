@@ -21,14 +21,24 @@ public final class OutcomeIndex: OutcomeObserver {
     let metrics: any MetricsFactory
     /// `herald_outcome_reasons_total{outcome, reason}` by (kind, reason), made as reasons appear.
     let reasonCounters = Mutex<[String: Counter]>([:])
+    /// `herald_app_outcomes_total{app, outcome}` for the configured apps, each kind from the start.
+    let appCounters: [String: [Outcome.Kind: Counter]]
 
-    public init(capacity: Int, metrics: any MetricsFactory) {
+    /// `apps`: the configuration's app names (only those become labels).
+    public init(capacity: Int, metrics: any MetricsFactory, apps: [String] = []) {
         self.capacity = capacity
         var c: [Outcome.Kind: Counter] = [:]
         for k in Outcome.Kind.allCases {
             c[k] = Counter(label: "herald_outcomes_total", dimensions: [("outcome", k.rawValue)], factory: metrics)
         }
         counters = c
+        var a: [String: [Outcome.Kind: Counter]] = [:]
+        for app in apps {
+            for k in Outcome.Kind.allCases {
+                a[app, default: [:]][k] = Counter(label: "herald_app_outcomes_total", dimensions: [("app", app), ("outcome", k.rawValue)], factory: metrics)
+            }
+        }
+        appCounters = a
         self.metrics = metrics
     }
 
@@ -52,6 +62,11 @@ public final class OutcomeIndex: OutcomeObserver {
         // Counted before the records can be read by id: a client that saw its notification
         // decided (GET) and then scrapes /metrics finds it counted.
         for (k, n) in kinds { counters[k]?.increment(by: n) }
+        if !appCounters.isEmpty {
+            var byApp: [String: [Outcome.Kind: Int]] = [:]
+            for r in records { if let app = r.app, appCounters[app] != nil { byApp[app, default: [:]][r.outcome.kind, default: 0] += 1 } }
+            for (app, kinds) in byApp { for (k, n) in kinds { appCounters[app]?[k]?.increment(by: n) } }
+        }
         state.withLock { s in
             for r in records {
                 s.records[r.sequence] = r

@@ -37,20 +37,35 @@ struct ChannelsCommand: AsyncParsableCommand {
         @Option(help: "The app's bundle identifier (default: the transport's topic).")
         var bundleId: String?
 
+        @Option(help: "With an apps configuration: the app whose transport (credentials, endpoint) to use (default: the one whose topics hold --bundle-id).")
+        var app: String?
+
         @Option(help: "Seconds to wait for each answer.")
         var timeout = 30
 
         /// Runs `request` and prints what came back.
         func run(_ request: (String) -> BroadcastChannelRequest) async throws {
             let configuration = try loadConfiguration(config)
-            guard configuration.transportType == "http2" else {
-                throw SetupError("\(config): herald channels needs transport.type \"http2\" (the configuration has \"\(configuration.transportType)\")")
+            var (type, options, appTopic) = (configuration.transportType, configuration.transportOptions, String?.none)
+            if !configuration.apps.isEmpty {
+                let names = configuration.apps.map(\.name).joined(separator: ", ")
+                let chosen = app.map { a in configuration.apps.first { $0.name == a } }
+                    ?? bundleId.flatMap { b in configuration.apps.first { $0.topics.contains(b) } }
+                guard let chosen else {
+                    throw SetupError("\(config): with apps, give --app (one of \(names)), or a --bundle-id one of them has in its topics")
+                }
+                (type, options, appTopic) = (chosen.transportType, chosen.transportOptions, chosen.topics.first)
+            } else if let app {
+                throw SetupError("\(config): --app \(app): the configuration has no apps section")
+            }
+            guard type == "http2" else {
+                throw SetupError("\(config): herald channels needs transport.type \"http2\" (the configuration has \"\(type)\")")
             }
             let client: APNsChannelClient
             let bundle: String
             do {
-                let c = try HTTP2TransportFactory.channelsConfiguration(configuration.transportOptions)
-                guard let b = bundleId ?? c.defaultTopic, !b.isEmpty else {
+                let c = try HTTP2TransportFactory.channelsConfiguration(options)
+                guard let b = bundleId ?? c.defaultTopic ?? appTopic, !b.isEmpty else {
                     throw SetupError("give --bundle-id, or a topic in the configuration's transport")
                 }
                 bundle = b

@@ -56,6 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         do {
             serve = try ServiceConfiguration.load(try configuration.root.child("serve"))
+            serve.apps = configuration.apps.map(\.name)
             if let port { serve.port = port }
             if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
             Self.warnAboutExposure(serve)

@@ -11,7 +11,7 @@ struct RequestDecoderDirectTests {
     static let token = String(repeating: "0a1B", count: 16)
     static let keys = [
         "id", "token", "topic", "alert", "badge", "sound", "priority", "expiry", "language", "thread-id", "category",
-        "content-available", "mutable-content", "custom", "colour", "aps", "payload", "channel-id", "push-type", "to\\u006ben",
+        "content-available", "mutable-content", "custom", "colour", "aps", "payload", "channel-id", "push-type", "to\\u006ben", "app", "lane",
     ]
     static let values = [
         #""\#(token)""#, #""\#(token.uppercased())""#, #""abc""#, #""zz\#(token.dropFirst(2))""#, #""""#, #""\#(token)0""#,
@@ -58,6 +58,7 @@ struct RequestDecoderDirectTests {
         ("badge", ["0", "5", "-3"]), ("sound", [#""default""#]), ("priority", ["10", "5", "1"]), ("expiry", ["0", "1700000000"]),
         ("language", [#""fr-CA""#]), ("thread-id", [#""t1""#]), ("category", [#""C""#]), ("content-available", ["1", "true", "0"]),
         ("mutable-content", ["1", "false"]), ("custom", [#"{"k":[1,{"n":null}],"s":"x"}"#, "{}"]),
+        ("app", [#""chat""#, #""news.v2-b_1""#, #""ch\u0061t""#]), ("lane", [#""fast""#, #""bulk""#]),
     ]
 
     /// A valid request: a token, then known keys with values of their type, each key once.

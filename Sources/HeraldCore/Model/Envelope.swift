@@ -22,7 +22,9 @@ public struct Envelope: Sendable {
 
     /// The record of this envelope ending with `outcome`.
     @inlinable public func record(_ outcome: Outcome) -> OutcomeRecord {
-        OutcomeRecord(sequence: sequence, line: line, id: request.id, token: request.token, outcome: outcome)
+        var r = OutcomeRecord(sequence: sequence, line: line, id: request.id, token: request.token, outcome: outcome)
+        r.app = request.app
+        return r
     }
 }
 
@@ -74,6 +76,8 @@ public struct OutcomeRecord: Sendable, Hashable {
     /// closed, a stream timed out, a queue's lease was taken over), so the
     /// device may have received it twice. The only notifications that may.
     public var possibleDuplicate = false
+    /// The app it was for (``NotificationRequest/app``, or the one the `apps` section routed it to).
+    public var app: String?
     /// HTTP/2's identifiers, one reference (nil on the binary interface), so records stay small.
     var apns: APNsIdentifiers?
 
@@ -96,8 +100,10 @@ public struct OutcomeRecord: Sendable, Hashable {
 
     public init(
         sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken?, outcome: Outcome, apnsID: String? = nil,
-        apnsUniqueID: String? = nil, apnsUnregisteredAt: Int64? = nil, apnsChannelID: String? = nil, topic: String? = nil
+        apnsUniqueID: String? = nil, apnsUnregisteredAt: Int64? = nil, apnsChannelID: String? = nil, topic: String? = nil,
+        app: String? = nil
     ) {
+        self.app = app
         self.sequence = sequence
         self.line = line
         self.id = id

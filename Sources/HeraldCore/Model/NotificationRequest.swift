@@ -26,6 +26,8 @@ public struct NotificationRequest: Sendable, Hashable {
     public var priority: Priority?
     /// The localization mode for this request; `nil` uses the configured mode.
     public var localization: LocalizationMode?
+    /// The lane it travels in (the request's `lane` key); `nil` chooses by priority (``effectiveLane``).
+    public var lane: Lane?
     /// HTTP/2 only, kept out of line (no storage at all when unused, so a
     /// request stays small to move): see ``pushType``, ``collapseID``, ``apnsID``.
     @usableFromInline var headers = CopyOnWrite<HTTP2Headers>()
@@ -35,6 +37,7 @@ public struct NotificationRequest: Sendable, Hashable {
         @usableFromInline var collapseID: String?
         @usableFromInline var apnsID: String?
         @usableFromInline var channelID: String?
+        @usableFromInline var app: String?
         @usableFromInline init() {}
     }
 
@@ -47,6 +50,10 @@ public struct NotificationRequest: Sendable, Hashable {
     /// HTTP/2 only: a broadcast push (iOS 18 Live Activities) to this channel
     /// (`apns-channel-id`) instead of a device; the request then has no token.
     @inlinable public var channelID: String? { get { headers.storage?.value.channelID } set { if newValue != nil || headers.storage != nil { headers.value.channelID = newValue } } }
+    /// The app this request is for, by the name the configuration's `apps` section gives it
+    /// (the request's `app` key); `nil` routes it by its topic. Without `apps` it is a label the
+    /// outcome carries, nothing more.
+    @inlinable public var app: String? { get { headers.storage?.value.app } set { if newValue != nil || headers.storage != nil { headers.value.app = newValue } } }
     /// Whether this is a broadcast push to a channel rather than a push to one device.
     @inlinable public var isBroadcast: Bool { headers.storage?.value.channelID != nil }
 
@@ -68,6 +75,40 @@ public struct NotificationRequest: Sendable, Hashable {
         self.language = language
         self.expiry = expiry
         self.priority = priority
+    }
+}
+
+/// Which lane a request travels in: the fast lane overtakes the bulk lane
+/// wherever requests wait (the HTTP/2 delivery machine's queue), and the bulk
+/// lane keeps a minimum share (``LaneQueue``).
+public struct Lane: Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: UInt8
+    init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// One-off notifications a person waits for: a password reset, a message.
+    public static let fast = Lane(rawValue: 0)
+    /// Campaigns and anything that can wait its turn.
+    public static let bulk = Lane(rawValue: 1)
+    public static let all: [Lane] = [.fast, .bulk]
+    public static func named(_ name: some StringProtocol) -> Lane? {
+        switch name {
+        case "fast": .fast
+        case "bulk": .bulk
+        default: nil
+        }
+    }
+    public var description: String { self == .fast ? "fast" : "bulk" }
+}
+
+extension NotificationRequest {
+    /// The lane it travels in: its own ``lane``, else the bulk lane for priority 5 or 1 and for
+    /// background pushes, and the fast lane for the rest (priority 10, which APNs assumes when
+    /// none is given, and time-sensitive or critical alerts whatever their priority).
+    @inlinable public var effectiveLane: Lane {
+        if let lane { return lane }
+        if let level = aps.interruptionLevel, level == "time-sensitive" || level == "critical" { return .fast }
+        if let p = priority { return p.rawValue == 10 ? .fast : .bulk }
+        if pushType == .background { return .bulk }
+        return .fast
     }
 }
 

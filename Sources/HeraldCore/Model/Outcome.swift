@@ -73,6 +73,9 @@ public struct OutcomeReason: Sendable, Hashable, CustomStringConvertible, Expres
         public static let internalFailure: Code = "internal-failure"
         /// APNs refused the credential (certificate or provider token): nothing more can be sent with it.
         public static let credentialRejected: Code = "credential-rejected"
+        /// The request names an app the configuration's `apps` section does not have, or its
+        /// topic belongs to none of them.
+        public static let unknownApp: Code = "unknown-app"
         /// APNs kept answering "try again" (429, 500, 503) until the attempts ran out.
         public static let apnsUnavailable: Code = "apns-unavailable"
     }

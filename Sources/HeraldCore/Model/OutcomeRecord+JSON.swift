@@ -12,7 +12,7 @@ extension OutcomeRecord {
 
     /// Appends this record's JSON object to `w`: `id`, `line` (named `lineKey`:
     /// `row` for a queue's rows) and `token` (in hex) when known, `outcome` with
-    /// its `status` and `reason` (and `code`), HTTP/2's identifiers;
+    /// its `status` and `reason` (and `code`), the `app` it was for, HTTP/2's identifiers;
     /// `possibleDuplicate` when it may have been sent twice.
     public func writeJSON(to w: inout some JSONOutput, lineKey: StaticString = "line") {
         w.byte(UInt8(ascii: "{"))
@@ -36,6 +36,7 @@ extension OutcomeRecord {
             if reason.code != .unspecified { w.raw(",\"code\":"); w.string(reason.code.name) }
         case .accepted, .suppressed: break
         }
+        if let app { w.raw(",\"app\":"); w.string(app) }
         if let a = apnsID { w.raw(",\"apnsId\":"); w.string(a) }
         if let u = apnsUniqueID { w.raw(",\"apnsUniqueId\":"); w.string(u) }
         if let c = apnsChannelID { w.raw(",\"channelId\":"); w.string(c) }

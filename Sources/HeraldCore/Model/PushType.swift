@@ -24,6 +24,17 @@ public struct PushType: Sendable, Hashable, RawRepresentable, CustomStringConver
         .alert, .background, .voip, .complication, .fileProvider, .mdm, .location, .liveActivity, .pushToTalk, .widgets, .controls,
     ]
 
+    /// The bundle identifier an `apns-topic` is for: the topic without the push type's suffix
+    /// (`com.example.app.voip` → `com.example.app`), the longest suffix that fits.
+    public static func bundleID(ofTopic topic: String) -> String {
+        var best = 0
+        for t in known {
+            guard let suffix = t.topicSuffix, suffix.utf8.count > best, topic.utf8.count > suffix.utf8.count, topic.hasSuffix(suffix) else { continue }
+            best = suffix.utf8.count
+        }
+        return best == 0 ? topic : String(topic.utf8.dropLast(best))!
+    }
+
     /// What `apns-topic` adds to the bundle identifier; `nil` for `mdm`,
     /// whose topic comes from the MDM certificate as given.
     public var topicSuffix: String? {

@@ -19,11 +19,13 @@ import Darwin
 extension RequestDecoder {
     /// Top-level keys the direct path reads, one bit each (a repeat gives up).
     enum DirectKey: UInt8 {
-        case token, id, topic, alert, badge, sound, priority, expiry, language, threadID, category, contentAvailable, mutableContent, custom
+        case token, id, topic, app, lane, alert, badge, sound, priority, expiry, language, threadID, category, contentAvailable, mutableContent, custom
 
         init?(_ k: UnsafeRawBufferPointer) {
             switch k.count {
             case 2 where equal(k, "id"): self = .id
+            case 3 where equal(k, "app"): self = .app
+            case 4 where equal(k, "lane"): self = .lane
             case 5 where equal(k, "token"): self = .token
             case 5 where equal(k, "topic"): self = .topic
             case 5 where equal(k, "alert"): self = .alert
@@ -90,6 +92,12 @@ extension RequestDecoder {
             case .topic:
                 guard let s = p.string() else { return nil }
                 r.topic = s
+            case .app:
+                guard let s = p.string(), Self.isAppName(s) else { return nil }
+                r.app = s
+            case .lane:
+                guard let s = p.string(), let lane = Lane.named(s) else { return nil }
+                r.lane = lane
             case .language:
                 guard let s = p.string() else { return nil }
                 r.language = s

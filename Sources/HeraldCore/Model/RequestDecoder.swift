@@ -49,6 +49,10 @@ public struct RequestDecoder: Sendable {
                 }
                 r.id = UInt32(n)
             case "topic": r.topic = try string(v, key)
+            case "app": r.app = try Self.appName(string(v, key))
+            case "lane":
+                guard let lane = Lane.named(try string(v, key)) else { throw RequestError("\"lane\" must be \"fast\" or \"bulk\"") }
+                r.lane = lane
             case "language": r.language = try string(v, key)
             case "expiry":
                 guard let n = v.numberValue?.intValue, n >= 0, n <= Int(UInt32.max) else {
@@ -90,7 +94,7 @@ public struct RequestDecoder: Sendable {
             }
         }
         if r.rawPayload != nil {
-            let structured = o.keys.filter { !["token", "channel-id", "id", "topic", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id"].contains($0) }
+            let structured = o.keys.filter { !["token", "channel-id", "id", "topic", "app", "lane", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id"].contains($0) }
             if !structured.isEmpty {
                 throw RequestError("\"payload\" (raw form) cannot be combined with \(structured.map { "\"\($0)\"" }.joined(separator: ", "))")
             }
@@ -170,6 +174,19 @@ public struct RequestDecoder: Sendable {
             }
         }
         return padding <= 2
+    }
+
+    /// An app's name as a request (`app`) or the configuration (`apps[].name`) gives it: 1 to 64
+    /// letters, digits, `-`, `_` or `.` (a metrics label and a path segment as it is).
+    package static func isAppName(_ s: some StringProtocol) -> Bool {
+        (1...64).contains(s.utf8.count) && s.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
+        }
+    }
+
+    static func appName(_ s: String) throws(RequestError) -> String {
+        guard isAppName(s) else { throw RequestError("\"app\" must be an app's name: 1 to 64 letters, digits, '-', '_' or '.'") }
+        return s
     }
 
     /// Whether `s` is a UUID in its canonical text form (either case).

@@ -11,7 +11,7 @@ extension HTTP2DeliveryMachine {
         if delayed.contains(where: { $0.notBefore <= now }) {
             let due = delayed.filter { $0.notBefore <= now }
             delayed.removeAll { $0.notBefore <= now }
-            queue.insert(contentsOf: due.sorted { $0.sequence < $1.sequence }, at: 0)
+            queue.prepend(contentsOf: due.sorted { $0.sequence < $1.sequence })
         }
         for s in slots.indices {
             if slots[s].connection == nil {
@@ -110,9 +110,8 @@ extension HTTP2DeliveryMachine {
 
     /// Ends what waits (queued and delayed) with `reason`.
     mutating func failWaiting(_ reason: OutcomeReason) {
-        outcomes += queue.map { $0.record(.failed(reason)) }
+        outcomes += queue.removeAll().map { $0.record(.failed(reason)) }
         outcomes += delayed.map { $0.record(.failed(reason)) }
-        queue.removeAll()
         delayed.removeAll()
     }
 

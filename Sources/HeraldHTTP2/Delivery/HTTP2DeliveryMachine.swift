@@ -78,7 +78,8 @@ public struct HTTP2DeliveryMachine: Sendable {
     var retiring: [Int: Connection] = [:]
     var lastConnection = 0
     var lastStream = 0
-    var queue = Deque<HTTP2Item>()
+    /// What waits for a stream, by lane (the fast lane first, the bulk lane's share kept).
+    var queue = LaneQueue<HTTP2Item>()
     var delayed: [HTTP2Item] = []
     var inFlight: [Int: InFlight] = [:]
     /// Streams in the order they were opened (so their deadlines are in order too);

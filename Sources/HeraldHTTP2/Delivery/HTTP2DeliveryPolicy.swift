@@ -33,7 +33,7 @@ public struct HTTP2DeliveryPolicy: Sendable, Hashable {
 }
 
 /// One notification on its way over HTTP/2.
-public struct HTTP2Item: Sendable {
+public struct HTTP2Item: Sendable, LaneCarrying {
     public var sequence: UInt64
     public var line: Int?
     public var id: UInt32?
@@ -41,6 +41,10 @@ public struct HTTP2Item: Sendable {
     public var request: APNsRequest
     /// The request's `topic` as given (a 410 is filed under it in the token store).
     public var topic: String?
+    /// The app it is for (``OutcomeRecord/app``).
+    public var app: String?
+    /// The lane it waits in for a stream (``NotificationRequest/effectiveLane``).
+    public var lane: Lane = .fast
     /// Sends that ended in a retry or without an answer.
     var attempts = 0
     /// Sent again after a send whose answer was lost: the device may have it twice.
@@ -48,7 +52,8 @@ public struct HTTP2Item: Sendable {
     /// Not sent again before then.
     var notBefore: Duration = .zero
 
-    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, request: APNsRequest, topic: String? = nil) {
+    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, request: APNsRequest, topic: String? = nil, app: String? = nil) {
+        self.app = app
         self.sequence = sequence
         self.line = line
         self.id = id
@@ -61,7 +66,7 @@ public struct HTTP2Item: Sendable {
         var r = OutcomeRecord(
             sequence: sequence, line: line, id: id, token: token, outcome: outcome,
             apnsID: response?.apnsID ?? request.apnsID, apnsUniqueID: response?.uniqueID,
-            apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil, apnsChannelID: request.channelID, topic: topic)
+            apnsUnregisteredAt: response?.status == 410 ? response?.timestamp : nil, apnsChannelID: request.channelID, topic: topic, app: app)
         r.possibleDuplicate = resentUnanswered
         return r
     }

@@ -7,7 +7,8 @@ import Synchronization
 
 /// How the HTTP/2 simulator behaves: what it accepts, and the seeded faults it injects.
 public struct HTTP2SimulatorConfiguration: Sendable, Hashable {
-    /// The app's bundle identifier: topics must be it plus the push type's suffix.
+    /// The app's bundle identifier: topics must be it plus the push type's suffix (with
+    /// ``teams``, one of theirs instead).
     public var bundleID = "com.example.app"
     /// Token authentication: the public key tokens must verify against (PEM), and
     /// the key and team ids they must name. `nil`: no `authorization` is needed
@@ -15,6 +16,28 @@ public struct HTTP2SimulatorConfiguration: Sendable, Hashable {
     public var tokenKeyPEM: String?
     public var keyID = ""
     public var teamID = ""
+    /// More teams whose provider tokens are accepted, each for its own topics only. A request's topic is
+    /// compared without its push type's suffix (`.voip`, `.complication`…). APNs answers
+    /// 400 `TopicDisallowed` to a team's token on another team's topic.
+    public var teams: [Team] = []
+
+    public struct Team: Sendable, Hashable {
+        public var keyID: String
+        public var teamID: String
+        /// The key's public half (PEM).
+        public var publicKeyPEM: String
+        /// The bundle identifiers the team's tokens may send to.
+        public var topics: [String]
+        public init(keyID: String, teamID: String, publicKeyPEM: String, topics: [String]) {
+            self.keyID = keyID
+            self.teamID = teamID
+            self.publicKeyPEM = publicKeyPEM
+            self.topics = topics
+        }
+    }
+
+    /// Whether requests must carry a provider token (else: a certificate-authenticated connection).
+    public var usesTokens: Bool { tokenKeyPEM != nil || !teams.isEmpty }
     /// Streams a connection allows once a valid token has arrived (one before).
     public var maxConcurrentStreams = 1000
     /// Broadcast channels the app may have (APNs: 10,000 per app and environment).
@@ -61,9 +84,19 @@ public final class HTTP2Simulator: Sendable {
 
     public init(configuration: HTTP2SimulatorConfiguration = HTTP2SimulatorConfiguration()) throws {
         self.configuration = configuration
-        let key = try configuration.tokenKeyPEM.map { try P256.Signing.PublicKey(pemRepresentation: $0) }
-        state = Mutex(HTTP2SimulatorState(configuration: configuration, publicKey: key))
+        var keys: [HTTP2SimulatorState.TokenKey] = []
+        if let pem = configuration.tokenKeyPEM {
+            keys.append(.init(keyID: configuration.keyID, teamID: configuration.teamID, key: try P256.Signing.PublicKey(pemRepresentation: pem), topics: nil))
+        }
+        for t in configuration.teams {
+            keys.append(.init(keyID: t.keyID, teamID: t.teamID, key: try P256.Signing.PublicKey(pemRepresentation: t.publicKeyPEM), topics: Set(t.topics)))
+        }
+        state = Mutex(HTTP2SimulatorState(configuration: configuration, keys: keys))
     }
+
+    /// Revokes a signing key, as a team does in its developer account: every token it signed,
+    /// already accepted or not, is answered 403 `InvalidProviderToken` from now on.
+    public func revokeKey(_ keyID: String) { state.withLock { _ = $0.revoked.insert(keyID) } }
 
     /// Tokens APNs answers `BadDeviceToken` for.
     public func markInvalid(_ token: DeviceToken) { state.withLock { _ = $0.invalid.insert(token) } }
@@ -94,7 +127,7 @@ public final class HTTP2Simulator: Sendable {
 
     /// The streams connection `connection` allows: one until a valid provider token arrived on it.
     public func maxStreams(on connection: Int) -> Int {
-        state.withLock { configuration.tokenKeyPEM == nil || $0.trusted.contains(connection) ? configuration.maxConcurrentStreams : 1 }
+        state.withLock { !configuration.usesTokens || $0.trusted.contains(connection) ? configuration.maxConcurrentStreams : 1 }
     }
 
     /// Whether GOAWAY has been decided for the connection (the transport tells the client).
@@ -106,8 +139,19 @@ public final class HTTP2Simulator: Sendable {
 }
 
 struct HTTP2SimulatorState {
+    /// A key provider tokens may be signed with; `topics`: those its team may send to (nil: any).
+    struct TokenKey {
+        let keyID: String
+        let teamID: String
+        let key: P256.Signing.PublicKey
+        let topics: Set<String>?
+    }
+
     let configuration: HTTP2SimulatorConfiguration
-    let publicKey: P256.Signing.PublicKey?
+    let keys: [TokenKey]
+    /// The apps requests may be for: the teams' topics, or the one bundle identifier.
+    let bundleIDs: [String]
+    var revoked: Set<String> = []
     var random: SeededGenerator
     var invalid: Set<DeviceToken> = []
     var unregistered: [DeviceToken: Int64] = [:]
@@ -118,14 +162,15 @@ struct HTTP2SimulatorState {
     /// Channel ids, and ids for requests that came without one, come from their own generator, so they leave the fault sequence alone.
     var channelRandom: SeededGenerator
     var trusted: Set<Int> = []
-    /// Provider tokens already verified, and when they were issued.
-    var verified: [String: Int64] = [:]
+    /// Provider tokens already verified: when they were issued, and by which of `keys`.
+    var verified: [String: (issuedAt: Int64, key: Int)] = [:]
     var counters = HTTP2SimulatorCounters()
     var delivered: [APNsRequest] = []
 
-    init(configuration: HTTP2SimulatorConfiguration, publicKey: P256.Signing.PublicKey?) {
+    init(configuration: HTTP2SimulatorConfiguration, keys: [TokenKey]) {
         self.configuration = configuration
-        self.publicKey = publicKey
+        self.keys = keys
+        bundleIDs = configuration.teams.isEmpty ? [configuration.bundleID] : configuration.teams.flatMap(\.topics)
         random = SeededGenerator(seed: configuration.faults.seed)
         channelRandom = SeededGenerator(seed: configuration.faults.seed ^ 0x6368_616E_6E65_6C73)
     }
@@ -139,7 +184,9 @@ struct HTTP2SimulatorState {
             counters.refused += 1
             return .refused
         }
-        if let reason = authenticate(authorization, connection: connection, now: now) { return answer(403, reason, request) }
+        if let (status, reason) = authenticate(authorization, topic: request[header: "apns-topic"], connection: connection, now: now) {
+            return answer(status, reason, request)
+        }
         if request.path.hasPrefix(Self.channelsPrefix) { return .answer(manageChannels(request)) }
         let broadcast = request.path.hasPrefix(Self.broadcastPath)
         if let (status, reason) = broadcast ? checkBroadcast(request) : check(request) { return answer(status, reason, request) }
@@ -183,22 +230,36 @@ struct HTTP2SimulatorState {
 
     static let devicePath = "/3/device/"
 
-    /// The 403 reason for the request's provider token, or nil when it is good (or not needed).
-    mutating func authenticate(_ authorization: String?, connection: Int, now: Duration) -> String? {
-        guard let publicKey else { return nil }
-        guard let authorization, authorization.hasPrefix("bearer ") else { return "MissingProviderToken" }
+    /// The answer to a request whose provider token is not good, or nil when it is (or none is
+    /// needed): signed by one of `keys` not revoked (else 403), not expired (403), and for a topic
+    /// its team may send to (400 `TopicDisallowed`).
+    mutating func authenticate(_ authorization: String?, topic: String?, connection: Int, now: Duration) -> (Int, String)? {
+        guard !keys.isEmpty else { return nil }
+        guard let authorization, authorization.hasPrefix("bearer ") else { return (403, "MissingProviderToken") }
         let jwt = String(authorization.dropFirst(7))
-        let issuedAt: Int64
-        if let known = verified[jwt] {
-            issuedAt = known
+        let known: (issuedAt: Int64, key: Int)
+        if let seen = verified[jwt] {
+            known = seen
         } else {
-            guard let iat = Self.verify(jwt, with: publicKey, keyID: configuration.keyID, teamID: configuration.teamID) else { return "InvalidProviderToken" }
-            verified[jwt] = iat
+            var match: (issuedAt: Int64, key: Int)?
+            for (i, k) in keys.enumerated() {
+                if let iat = Self.verify(jwt, with: k.key, keyID: k.keyID, teamID: k.teamID) {
+                    match = (iat, i)
+                    break
+                }
+            }
+            guard let found = match else { return (403, "InvalidProviderToken") }
+            verified[jwt] = found
             counters.providerTokens.insert(jwt)
-            issuedAt = iat
+            known = found
         }
-        if Int64(now.components.seconds) - issuedAt >= 3600 { return "ExpiredProviderToken" }
+        let key = keys[known.key]
+        if revoked.contains(key.keyID) { return (403, "InvalidProviderToken") }
+        if Int64(now.components.seconds) - known.issuedAt >= 3600 { return (403, "ExpiredProviderToken") }
         trusted.insert(connection)
+        if let topics = key.topics, let topic {
+            guard topics.contains(PushType.bundleID(ofTopic: topic)) else { return (400, "TopicDisallowed") }
+        }
         return nil
     }
 
@@ -229,7 +290,9 @@ struct HTTP2SimulatorState {
             return (400, "InvalidPushType")
         }
         guard let topic = r[header: "apns-topic"] else { return (400, "MissingTopic") }
-        if let suffix = type.topicSuffix, topic != configuration.bundleID + suffix { return (400, "DeviceTokenNotForTopic") }
+        if let suffix = type.topicSuffix, !bundleIDs.contains(where: { topic.utf8.count == $0.utf8.count + suffix.utf8.count && topic.hasPrefix($0) && topic.hasSuffix(suffix) }) {
+            return (400, "DeviceTokenNotForTopic")
+        }
         if let id = r[header: "apns-id"], !RequestDecoder.isCanonicalUUID(id) { return (400, "BadMessageId") }
         if let e = r[header: "apns-expiration"], Int64(e) == nil { return (400, "BadExpirationDate") }
         if let p = r[header: "apns-priority"], !["10", "5", "1"].contains(p) || (type == .background && p == "10") { return (400, "BadPriority") }

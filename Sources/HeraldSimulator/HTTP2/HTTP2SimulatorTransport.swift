@@ -50,9 +50,17 @@ public actor HTTP2SimulatorTransport: Transport, TransportReporting, WireDescrib
         simulator: HTTP2Simulator, tokens: ProviderTokens? = nil, policy: HTTP2DeliveryPolicy = HTTP2DeliveryPolicy(),
         defaultTopic: String? = nil
     ) {
+        self.init(simulator: simulator, sharedTokens: tokens.map(SharedProviderTokens.init), policy: policy, defaultTopic: defaultTopic)
+    }
+
+    /// A transport whose provider token is shared with other transports of the same team (`apps`).
+    public init(
+        simulator: HTTP2Simulator, sharedTokens: SharedProviderTokens?, policy: HTTP2DeliveryPolicy = HTTP2DeliveryPolicy(),
+        defaultTopic: String? = nil
+    ) {
         self.simulator = simulator
         builder = APNsRequestBuilder(defaultTopic: defaultTopic ?? simulator.configuration.bundleID)
-        machine = HTTP2DeliveryMachine(policy: policy, tokens: tokens, seed: simulator.configuration.faults.seed &+ 1)
+        machine = HTTP2DeliveryMachine(policy: policy, sharedTokens: sharedTokens, seed: simulator.configuration.faults.seed &+ 1)
         now = .seconds(Int64(Date().timeIntervalSince1970))
     }
 

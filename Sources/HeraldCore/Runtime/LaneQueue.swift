@@ -1,0 +1,77 @@
+import DequeModule
+
+/// Something that waits in a lane.
+public protocol LaneCarrying {
+    var lane: Lane { get }
+}
+
+/// Items waiting in two lanes, taken fast lane first, with the bulk lane's
+/// minimum share: while both lanes wait, at least one take in
+/// ``bulkShareEvery`` is from the bulk lane, so a steady stream of fast-lane
+/// items slows a campaign by at most 10% and never stops it. Within a lane,
+/// first in, first out; ``prepend(_:)`` puts an item back at the front of its
+/// lane (a retry goes before what came after it). Sans-I/O, no clock.
+public struct LaneQueue<Element: LaneCarrying> {
+    @usableFromInline var fastLane: Deque<Element>
+    @usableFromInline var bulkLane: Deque<Element>
+    /// What waits in the fast lane, in order.
+    public var fast: Deque<Element> { fastLane }
+    /// What waits in the bulk lane, in order.
+    public var bulk: Deque<Element> { bulkLane }
+    /// Fast-lane takes since the last bulk take while the bulk lane waited.
+    @usableFromInline var fastInARow = 0
+    /// While both lanes wait: one take in this many is from the bulk lane.
+    @inlinable public static var bulkShareEvery: Int { 10 }
+
+    @inlinable public init() {
+        fastLane = Deque()
+        bulkLane = Deque()
+    }
+
+    @inlinable public var isEmpty: Bool { fastLane.isEmpty && bulkLane.isEmpty }
+    @inlinable public var count: Int { fastLane.count + bulkLane.count }
+
+    @inlinable public mutating func append(_ item: Element) {
+        if item.lane == .fast { fastLane.append(item) } else { bulkLane.append(item) }
+    }
+
+    @inlinable public mutating func append(contentsOf items: some Sequence<Element>) {
+        for item in items { append(item) }
+    }
+
+    /// Back at the front of its lane.
+    @inlinable public mutating func prepend(_ item: Element) {
+        if item.lane == .fast { fastLane.prepend(item) } else { bulkLane.prepend(item) }
+    }
+
+    /// Back at the front of their lanes, in the order given.
+    @inlinable public mutating func prepend(contentsOf items: some BidirectionalCollection<Element>) {
+        for item in items.reversed() { prepend(item) }
+    }
+
+    /// The next item: fast lane first, but the bulk lane's turn once ``bulkShareEvery`` - 1 fast
+    /// items went while it waited.
+    @inlinable public mutating func popFirst() -> Element? {
+        if bulkLane.isEmpty {
+            fastInARow = 0
+            return fastLane.popFirst()
+        }
+        if fastLane.isEmpty || fastInARow >= Self.bulkShareEvery - 1 {
+            fastInARow = 0
+            return bulkLane.popFirst()
+        }
+        fastInARow += 1
+        return fastLane.popFirst()
+    }
+
+    /// Empties both lanes, returning what waited (fast lane first).
+    @inlinable public mutating func removeAll() -> [Element] {
+        defer {
+            fastLane.removeAll()
+            bulkLane.removeAll()
+        }
+        return Array(fastLane) + Array(bulkLane)
+    }
+}
+
+extension LaneQueue: Sendable where Element: Sendable {}
