@@ -17,7 +17,8 @@ struct ConnectFailureTests {
 
     static func check(_ r: (status: Int32, stdout: String, stderr: String, seconds: Double), port: Int) throws {
         #expect(r.status == 3, "exit 3: some requests ended failed (\(r.stderr))")
-        #expect(r.seconds < 30, "took \(r.seconds) s: the budget is firstConnectAttempts (5) with backoff, not maxOutage (300 s)")
+        // A few seconds alone; 35 s once in the parallel run on 2 cores (a debug build starting under load): still far from 300 s.
+        #expect(r.seconds < 100, "took \(r.seconds) s: the budget is firstConnectAttempts (5) with backoff, not maxOutage (300 s)")
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.count == 20)
         for line in lines {
