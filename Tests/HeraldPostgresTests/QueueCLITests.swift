@@ -248,6 +248,36 @@ struct QueueServiceTests {
         let bad = try await runHerald(["prune", "--config", config, "--older-than", "7w"])
         #expect(bad.status != 0 && bad.stderr.contains("older-than"), "\(bad.stderr)")
     }
+
+    @Test("herald work with apps (issue 30): rows go to their app by topic or app key, outcome lines name it, a row for no app is done dropped with the reason")
+    func workWithApps() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let config = temporaryDirectory() + "/herald.json"
+        try #"""
+        {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)","poll":0.1},
+         "apps":[{"name":"chat","topics":["com.a.chat"],"transport":{"type":"http2-simulator","bundleID":"com.a.chat"}},
+                 {"name":"news","topics":["com.b.news"],"transport":{"type":"http2-simulator","bundleID":"com.b.news"}}]}
+        """#.write(toFile: config, atomically: true, encoding: .utf8)
+        let lines = (0..<30).map { i in
+            [#"{"id":\#(i),"token":"\#(goodToken)","topic":"com.a.chat","alert":"a"}"#,
+             #"{"id":\#(i),"token":"\#(goodToken)","app":"news","alert":"b"}"#,
+             #"{"id":\#(i),"token":"\#(goodToken)","topic":"com.z.none","alert":"c"}"#][i % 3]
+        }
+        let file = try temporaryFile(lines.joined(separator: "\n") + "\n")
+        #expect(try await runHerald(["enqueue", "--config", config, file]).status == 0)
+        let outcomes = temporaryDirectory() + "/outcomes.jsonl"
+        let work = try await runHerald(["work", "--config", config, "--drain", "--outcomes", outcomes])
+        #expect(work.status == 0, "\(work.stderr)")
+        var apps: [String: Int] = [:]
+        for line in try String(contentsOfFile: outcomes, encoding: .utf8).split(separator: "\n") {
+            let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] ?? [:]
+            let key = "\(o["app"] as? String ?? "-")|\(o["outcome"] as? String ?? "?")"
+            apps[key, default: 0] += 1
+            if o["app"] == nil { #expect((o["reason"] as? String)?.contains("no app has topic") == true, "\(line)") }
+        }
+        #expect(apps == ["chat|accepted": 10, "news|accepted": 10, "-|dropped": 10], "\(apps)")
+        await #expect(try tally(cluster, db) == ["done|accepted": 20, "done|dropped": 10])
+    }
 }
 
 @Suite("A worker killed mid-run", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))

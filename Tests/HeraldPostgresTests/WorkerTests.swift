@@ -76,7 +76,9 @@ struct WorkerTests {
     @Test("a dead worker's expired lease is reclaimed by another, marked possible_duplicate; the dead worker's late write changes nothing")
     func expiredLeaseReclaimed() async throws {
         let (cluster, db) = try await freshDatabase()
-        let dead = try await openQueue(cluster, db, owner: "dead-worker", batch: 30)
+        // A lease far longer than the test (it is expired below by hand): with 30 s, once, in the parallel
+        // run on 2 cores, more than 30 s passed before the live worker's claim, which then rightly took it over.
+        let dead = try await openQueue(cluster, db, owner: "dead-worker", lease: .seconds(600), batch: 30)
         #expect(try await dead.enqueue(requestLines(100).lines) == 100)
         let held = try await claimSoon(dead, limit: 30)
         #expect(held.map(\.id) == Array(1...30) && held.allSatisfy { $0.attempts == 1 })
