@@ -77,8 +77,7 @@ public struct APNsRequestBuilder: Sendable {
                 var item = HTTP2Item(
                     sequence: batch[i].sequence, line: batch[i].line, id: batch[i].request.id, token: batch[i].request.token,
                     request: request, topic: batch[i].request.topic, app: batch[i].request.app)
-                // A background push inferred from its payload (no push-type given) is bulk too.
-                item.lane = batch[i].request.lane == nil && request.pushType == .background ? .bulk : batch[i].request.effectiveLane
+                item.lane = batch[i].request.lane(pushType: request.pushType)
                 items.append(item)
             } catch {
                 dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))

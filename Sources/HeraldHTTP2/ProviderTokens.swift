@@ -144,7 +144,4 @@ public final class ProviderTokenPool: Sendable {
             return tokens
         }
     }
-
-    /// How many distinct keys (teams' JWTs) the pool holds.
-    public var count: Int { entries.withLock { $0.count } }
 }

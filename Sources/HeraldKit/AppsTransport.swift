@@ -37,6 +37,8 @@ public final class AppsTransport: Transport, TransportHealthReporting, Transport
     public let wire: TransportWire
     let byName: [String: Int]
     let byTopic: [String: Int]
+    /// The apps' names, for reasons.
+    let configured: String
 
     /// Fails when two apps share a name or a topic, or an app's name is not a label (see ``RequestDecoder``).
     public init(apps: [App], wire: TransportWire = .http2) throws(AppsError) {
@@ -45,7 +47,7 @@ public final class AppsTransport: Transport, TransportHealthReporting, Transport
         var byTopic: [String: Int] = [:]
         for (i, app) in apps.enumerated() {
             guard RequestDecoder.isAppName(app.name) else {
-                throw AppsError("\"\(app.name)\" is not an app name: 1 to 64 letters, digits, '-', '_' or '.'")
+                throw AppsError("\"\(app.name)\" is not an app name: \(RequestDecoder.appNameRule)")
             }
             if byName.updateValue(i, forKey: app.name) != nil { throw AppsError("two apps are named \"\(app.name)\"") }
             for topic in app.topics {
@@ -58,19 +60,20 @@ public final class AppsTransport: Transport, TransportHealthReporting, Transport
         self.wire = wire
         self.byName = byName
         self.byTopic = byTopic
+        configured = apps.map(\.name).joined(separator: ", ")
     }
 
     /// The app `request` goes to, or why none.
     public func route(_ request: NotificationRequest) -> Result<Int, AppsError> {
         if let name = request.app {
             guard let i = byName[name] else {
-                return .failure(AppsError("no app is named \"\(name)\" (configured: \(apps.map(\.name).joined(separator: ", ")))"))
+                return .failure(AppsError("no app is named \"\(name)\" (configured: \(configured))"))
             }
             return .success(i)
         }
         if let topic = request.topic {
             if let i = byTopic[topic] ?? byTopic[PushType.bundleID(ofTopic: topic)] { return .success(i) }
-            return .failure(AppsError("no app has topic \"\(topic)\" (configured: \(apps.map(\.name).joined(separator: ", ")))"))
+            return .failure(AppsError("no app has topic \"\(topic)\" (configured: \(configured))"))
         }
         if apps.count == 1 { return .success(0) }
         return .failure(AppsError("the request names neither an app nor a topic, and there are \(apps.count) apps"))

@@ -147,7 +147,6 @@ public struct HeraldAssembly: Sendable {
                 throw spec.transportOptions.error(
                     "type", "an app's transport speaks HTTP/2 (\"http2\" or \"http2-simulator\"), not \"\(spec.transportType)\"")
             }
-            context.app = spec.name
             context.logger = logger
             context.logger[metadataKey: "app"] = "\(spec.name)"
             apps.append(AppsTransport.App(

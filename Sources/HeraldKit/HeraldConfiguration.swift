@@ -58,8 +58,6 @@ public struct HeraldConfiguration: Sendable {
         public var topics: [String]
         public var transportType: String
         public var transportOptions: ConfigNode
-        /// The entry itself (errors name it).
-        public var node: ConfigNode
     }
 
     public struct CustomStageSpec: Sendable {
@@ -136,13 +134,13 @@ public struct HeraldConfiguration: Sendable {
             }
             for node in try root.children("apps") {
                 guard let name = try node.string("name") else { throw node.error("name", "required: the app's name (a label in outcomes and metrics)") }
-                guard RequestDecoder.isAppName(name) else { throw node.error("name", "\"\(name)\" is not an app name: 1 to 64 letters, digits, '-', '_' or '.'") }
+                guard RequestDecoder.isAppName(name) else { throw node.error("name", "\"\(name)\" is not an app name: \(RequestDecoder.appNameRule)") }
                 guard let topics = try node.strings("topics"), !topics.isEmpty else {
                     throw node.error("topics", "required: the bundle identifiers the app sends for (requests are routed by topic)")
                 }
                 guard node.has("transport") else { throw node.error("transport", "required: the app's transport, as a \"transport\" section") }
                 let t = try node.child("transport")
-                c.apps.append(AppSpec(name: name, topics: topics, transportType: try t.string("type") ?? "http2", transportOptions: t, node: node))
+                c.apps.append(AppSpec(name: name, topics: topics, transportType: try t.string("type") ?? "http2", transportOptions: t))
             }
             guard !c.apps.isEmpty else { throw root.error("apps", "must list at least one app") }
         }

@@ -115,8 +115,6 @@ public struct TransportContext: Sendable {
     public var logger: Logger
     /// The cores the pipeline spreads its work over (``PipelineOptions/effectiveThreads``).
     public var threads: Int
-    /// The app this transport is for (an `apps` entry's name), if any.
-    public var app: String?
     /// Provider tokens shared by every transport signing with the same key (`apps`: one JWT per
     /// team); `nil`: the transport signs its own.
     public var providerTokens: ProviderTokenPool?

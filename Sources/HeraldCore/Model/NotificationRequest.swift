@@ -88,7 +88,6 @@ public struct Lane: Sendable, Hashable, CustomStringConvertible {
     public static let fast = Lane(rawValue: 0)
     /// Campaigns and anything that can wait its turn.
     public static let bulk = Lane(rawValue: 1)
-    public static let all: [Lane] = [.fast, .bulk]
     public static func named(_ name: some StringProtocol) -> Lane? {
         switch name {
         case "fast": .fast
@@ -103,12 +102,15 @@ extension NotificationRequest {
     /// The lane it travels in: its own ``lane``, else the bulk lane for priority 5 or 1 and for
     /// background pushes, and the fast lane for the rest (priority 10, which APNs assumes when
     /// none is given, and time-sensitive or critical alerts whatever their priority).
-    @inlinable public var effectiveLane: Lane {
+    @inlinable public var effectiveLane: Lane { lane(pushType: pushType) }
+
+    /// ``effectiveLane`` with the push type as the request will go out: one a transport inferred
+    /// from the payload (`background` for a content-available-only push) when it named none.
+    @inlinable public func lane(pushType: PushType?) -> Lane {
         if let lane { return lane }
         if let level = aps.interruptionLevel, level == "time-sensitive" || level == "critical" { return .fast }
         if let p = priority { return p.rawValue == 10 ? .fast : .bulk }
-        if pushType == .background { return .bulk }
-        return .fast
+        return pushType == .background ? .bulk : .fast
     }
 }
 

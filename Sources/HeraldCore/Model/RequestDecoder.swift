@@ -178,6 +178,8 @@ public struct RequestDecoder: Sendable {
 
     /// An app's name as a request (`app`) or the configuration (`apps[].name`) gives it: 1 to 64
     /// letters, digits, `-`, `_` or `.` (a metrics label and a path segment as it is).
+    package static let appNameRule = "1 to 64 letters, digits, '-', '_' or '.'"
+
     package static func isAppName(_ s: some StringProtocol) -> Bool {
         (1...64).contains(s.utf8.count) && s.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
@@ -185,7 +187,7 @@ public struct RequestDecoder: Sendable {
     }
 
     static func appName(_ s: String) throws(RequestError) -> String {
-        guard isAppName(s) else { throw RequestError("\"app\" must be an app's name: 1 to 64 letters, digits, '-', '_' or '.'") }
+        guard isAppName(s) else { throw RequestError("\"app\" must be an app's name: \(appNameRule)") }
         return s
     }
 

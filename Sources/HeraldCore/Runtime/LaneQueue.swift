@@ -14,10 +14,6 @@ public protocol LaneCarrying {
 public struct LaneQueue<Element: LaneCarrying> {
     @usableFromInline var fastLane: Deque<Element>
     @usableFromInline var bulkLane: Deque<Element>
-    /// What waits in the fast lane, in order.
-    public var fast: Deque<Element> { fastLane }
-    /// What waits in the bulk lane, in order.
-    public var bulk: Deque<Element> { bulkLane }
     /// Fast-lane takes since the last bulk take while the bulk lane waited.
     @usableFromInline var fastInARow = 0
     /// While both lanes wait: one take in this many is from the bulk lane.

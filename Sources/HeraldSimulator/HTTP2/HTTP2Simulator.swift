@@ -184,7 +184,7 @@ struct HTTP2SimulatorState {
             counters.refused += 1
             return .refused
         }
-        if let (status, reason) = authenticate(authorization, topic: request[header: "apns-topic"], connection: connection, now: now) {
+        if let (status, reason) = authenticate(authorization, request: request, connection: connection, now: now) {
             return answer(status, reason, request)
         }
         if request.path.hasPrefix(Self.channelsPrefix) { return .answer(manageChannels(request)) }
@@ -233,7 +233,7 @@ struct HTTP2SimulatorState {
     /// The answer to a request whose provider token is not good, or nil when it is (or none is
     /// needed): signed by one of `keys` not revoked (else 403), not expired (403), and for a topic
     /// its team may send to (400 `TopicDisallowed`).
-    mutating func authenticate(_ authorization: String?, topic: String?, connection: Int, now: Duration) -> (Int, String)? {
+    mutating func authenticate(_ authorization: String?, request: APNsRequest, connection: Int, now: Duration) -> (Int, String)? {
         guard !keys.isEmpty else { return nil }
         guard let authorization, authorization.hasPrefix("bearer ") else { return (403, "MissingProviderToken") }
         let jwt = String(authorization.dropFirst(7))
@@ -257,7 +257,7 @@ struct HTTP2SimulatorState {
         if revoked.contains(key.keyID) { return (403, "InvalidProviderToken") }
         if Int64(now.components.seconds) - known.issuedAt >= 3600 { return (403, "ExpiredProviderToken") }
         trusted.insert(connection)
-        if let topics = key.topics, let topic {
+        if let topics = key.topics, let topic = request[header: "apns-topic"] {
             guard topics.contains(PushType.bundleID(ofTopic: topic)) else { return (400, "TopicDisallowed") }
         }
         return nil
