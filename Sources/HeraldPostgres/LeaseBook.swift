@@ -45,6 +45,10 @@ public final class LeaseBook: Sendable {
         var leases: [Int64: Lease] = [:]
         /// Claims that failed without an answer: they may have leased rows to this worker.
         var unansweredClaims: [Int64] = []
+        /// Leases claims took whose rows are not noted yet, by claim token: renewed, and never taken
+        /// over by this worker's own claims, from the moment their claim took them. (A claim whose
+        /// rows could not be read keeps them here until they are recovered.)
+        var reserved: [Int64: [Int64]] = [:]
         /// The span holding `sequence` undecided.
         func find(_ sequence: UInt64) -> (span: Int, index: Int)? {
             // Spans are in sequence order: the last one starting at or before it.
@@ -62,13 +66,19 @@ public final class LeaseBook: Sendable {
     /// because the queue was drained: the writer's finish is then bounded (see ``QueueOutcomeWriter/finish()``).
     let stopRequested = Atomic<Bool>(false)
     public init() {}
-    /// Rows just claimed: held (and their leases renewed) from now on, before they are emitted.
-    /// Returns them, less the rows of leases held here already. A claim that runs ahead carries
-    /// the leases held when it started; if one claimed after that ran out before the claim reached
-    /// the database (an outage longer than a lease), the claim took it over, and its rows are in
-    /// flight here already.
+    /// A claim's lease statement took these leases (``PostgresQueue/claim(limit:token:inFlight:leased:)``):
+    /// held from now on, until their rows are noted by ``claim(_:tokens:)``.
+    func reserve(_ leases: [Int64], token: Int64) {
+        guard !leases.isEmpty else { return }
+        rows.withLock { $0.reserved[token] = leases }
+    }
+    /// Rows just claimed by the claims with these tokens (or found again after their answer was
+    /// lost): held (and their leases renewed) from now on, before they are emitted, in place of the
+    /// claims' reserved leases. Returns them, less the rows of leases held here already (a claim
+    /// takes over a lease of this worker's only once its rows have left the book: their outcome
+    /// written, or given up).
     @discardableResult
-    func claim(_ claimed: [PostgresQueue.Claimed]) -> [PostgresQueue.Claimed] {
+    func claim(_ claimed: [PostgresQueue.Claimed], tokens: [Int64] = []) -> [PostgresQueue.Claimed] {
         rows.withLock { r in
             let fresh = claimed.filter { r.leases[$0.lease] == nil }
             r.claimed += fresh.count
@@ -76,6 +86,7 @@ public final class LeaseBook: Sendable {
                 r.leases[row.lease, default: Lease()].remaining += 1
                 r.leases[row.lease]!.attempts = row.attempts
             }
+            for t in tokens { r.reserved[t] = nil }
             return fresh
         }
     }
@@ -147,7 +158,14 @@ public final class LeaseBook: Sendable {
     public var count: Int { rows.withLock { $0.undecided } }
     /// Rows held: claimed and not yet emitted, undecided, or decided and not yet written.
     public var held: Int { rows.withLock { $0.claimed + $0.undecided + $0.unwritten } }
-    /// The leases this worker holds rows under: they are renewed, and this worker's own claims never
-    /// take them over, even once they have run out (after a long outage).
-    var leases: [Int64] { rows.withLock { Array($0.leases.keys) } }
+    /// The leases this worker holds rows under, or whose rows a claim of its is reading: they are
+    /// renewed, and this worker's own claims never take them over, even once they have run out
+    /// (after a long outage).
+    var leases: [Int64] {
+        rows.withLock { r in
+            var all = Array(r.leases.keys)
+            for reserved in r.reserved.values { all.append(contentsOf: reserved.filter { r.leases[$0] == nil }) }
+            return all
+        }
+    }
 }

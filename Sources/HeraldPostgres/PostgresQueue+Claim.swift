@@ -35,12 +35,23 @@ extension PostgresQueue {
     /// ``recoverClaims(_:)`` finds it again, so this worker sends its rows once instead of
     /// claiming them twice when the lease runs out.
     public func claim(limit: Int, inFlight: [Int64] = [], token: Int64 = 0) async throws(QueueError) -> Claim {
+        try await claim(limit: limit, token: token, inFlight: { inFlight }, leased: { _ in })
+    }
+
+    /// ``claim(limit:inFlight:token:)`` for a worker whose leases change while it waits for its
+    /// turn: `inFlight` is read once the claim's turn has come, and `leased` is told the leases the
+    /// claim took before the next claim's turn, so that no claim of this queue's takes over a
+    /// lease another of its claims took just before (one that waited through an outage longer
+    /// than a lease found it run out, took it over and sent its rows a second time).
+    package func claim(
+        limit: Int, token: Int64, inFlight: @Sendable () -> [Int64], leased: @Sendable ([Int64]) -> Void
+    ) async throws(QueueError) -> Claim {
         // Two statements: the first (its own transaction) takes the leases and commits, holding the
         // cursor only for that, one at a time from this queue (`leaseTurn`); the second reads their
         // rows. A failure between them leaves the leases under `token`, where recoverClaims(_:)
         // finds them.
-        let leasing = ClaimStatement(owner: owner, lease: configuration.lease.inSeconds, token: token, inFlight: inFlight, limit: Int64(limit))
         await leaseTurn.acquire(1)
+        let leasing = ClaimStatement(owner: owner, lease: configuration.lease.inSeconds, token: token, inFlight: inFlight(), limit: Int64(limit))
         let leases: (fresh: Int64, taken: [Int64])
         do {
             leases = try await named("claiming rows") { [self] in
@@ -54,6 +65,7 @@ extension PostgresQueue {
             leaseTurn.remove(1)
             throw error
         }
+        leased(leases.fresh == 0 ? leases.taken : [leases.fresh] + leases.taken)
         leaseTurn.remove(1)
         guard leases.fresh != 0 || !leases.taken.isEmpty else { return Claim(rows: [], emptyLeases: []) }
         let reading = ClaimedRowsStatement(owner: owner, fresh: leases.fresh, taken: leases.taken)

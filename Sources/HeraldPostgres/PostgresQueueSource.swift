@@ -120,21 +120,24 @@ public struct PostgresQueueSource: NotificationSource {
     func claimBatch() async throws(QueueError) -> [PostgresQueue.Claimed] {
         let token = queue.nextClaimToken()
         do {
-            let claim = try await queue.claim(limit: queue.configuration.batch, inFlight: book.leases, token: token)
-            return await noted(claim)
+            let claim = try await queue.claim(
+                limit: queue.configuration.batch, token: token, inFlight: { [book] in book.leases }, leased: { [book] in book.reserve($0, token: token) })
+            return await noted(claim, tokens: [token])
         } catch {
             book.claimUnanswered(token)
             throw error
         }
     }
 
-    /// Notes a claim's rows in the book, and drops the leases it took over with nothing left to
-    /// send (if that fails, they run out again and the next claim that takes them drops them).
-    /// Rows of a lease this worker holds already are not sent again (``LeaseBook/claim(_:)``).
-    func noted(_ claim: PostgresQueue.Claim) async -> [PostgresQueue.Claimed] {
-        let rows = book.claim(claim.rows)
+    /// Notes the rows of the claims with these tokens in the book, and drops the leases they took
+    /// over with nothing left to send (if that fails, they run out again and the next claim that
+    /// takes them drops them). Rows of a lease this worker holds already are not sent again
+    /// (``LeaseBook/claim(_:tokens:)``).
+    func noted(_ claim: PostgresQueue.Claim, tokens: [Int64]) async -> [PostgresQueue.Claimed] {
+        let rows = book.claim(claim.rows, tokens: tokens)
         if rows.count < claim.rows.count {
-            onProblem("a claim took over a lease this worker holds (it was started before the lease was claimed, and ran after it had run out); its \(claim.rows.count - rows.count) rows in flight here are not sent again")
+            // Not expected: this worker's claims pass over the leases it holds (LeaseBook.leases).
+            onProblem("a claim took over a lease this worker holds; its \(claim.rows.count - rows.count) rows in flight here are not sent again")
         }
         let empty = claim.emptyLeases.filter { !book.holds($0) }
         if !empty.isEmpty { try? await queue.dropLeases(empty) }
@@ -146,7 +149,7 @@ public struct PostgresQueueSource: NotificationSource {
         let tokens = book.takeUnansweredClaims()
         guard !tokens.isEmpty else { return [] }
         do {
-            return await noted(try await queue.recoverClaims(tokens))
+            return await noted(try await queue.recoverClaims(tokens), tokens: tokens)
         } catch {
             for t in tokens { book.claimUnanswered(t) }
             throw error

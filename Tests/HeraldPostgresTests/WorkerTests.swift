@@ -173,6 +173,54 @@ struct WorkerTests {
         await queue.close()
     }
 
+    // Stop 43's parallel run: herald work through an outage longer than a lease entered 101,000 rows
+    // for 100,000, one claim's rows twice. A claim ahead had read the leases held when it started;
+    // it reached the database after the outage, took over a lease claimed meanwhile (run out, as
+    // nothing was renewed), and its rows reached the book after that lease's outcomes were written
+    // and it had left the book: nothing stopped them going out again.
+    @Test("a worker's claims never take over a lease another of its claims took: one waiting for its turn reads the leases held once its turn comes, and a claim whose rows could not be read keeps its lease this worker's until found again")
+    func claimsPassOverOwnLeases() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = try await openQueue(cluster, db, owner: "turns", batch: 10)
+        #expect(try await queue.enqueue(requestLines(30).lines) == 30)
+        let problems = ProblemLog()
+        let (source, _) = queue.worker(drain: true) { problems.add($0) }
+        // A claim whose answer is lost (after the rows were read): its lease is this worker's, its rows unknown here.
+        queue.loseClaimAnswers.store(1, ordering: .relaxed)
+        var lost = false
+        for _ in 0..<300 where !lost {
+            do {
+                #expect(try await source.claimBatch().isEmpty)
+                try await Task.sleep(for: .milliseconds(50))
+            } catch { lost = true }
+        }
+        #expect(lost)
+        // An outage longer than a lease: every lease has run out.
+        try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second'")
+        let next = try await source.claimBatch()
+        #expect(next.map(\.id) == Array(11...20) && next.allSatisfy { $0.attempts == 1 }, "\(next.map { ($0.id, $0.attempts) })")
+        let found = try await source.recoverUnansweredClaims()
+        #expect(found.map(\.id) == Array(1...10) && found.allSatisfy { $0.attempts == 1 }, "\(found.map { ($0.id, $0.attempts) })")
+
+        // A claim waiting for its turn while a lease of this worker's (here another queue's with the
+        // same owner) reaches the book, then runs out.
+        let twin = try await openQueue(cluster, db, owner: "turns", batch: 10)
+        await queue.leaseTurn.acquire(1)
+        let waiting = Task { try await source.claimBatch() }
+        try await Task.sleep(for: .milliseconds(300))
+        let third = await source.noted(PostgresQueue.Claim(rows: try await claimSoon(twin, limit: 10), emptyLeases: []), tokens: [])
+        #expect(third.map(\.id) == Array(21...30))
+        try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second'")
+        queue.leaseTurn.remove(1)
+        let late = try await waiting.value
+        #expect(late.isEmpty, "\(late.map { ($0.id, $0.attempts) })")
+        await #expect(try cluster.psql(db, "SELECT max(attempts) FROM herald_leases") == "1")
+        #expect(problems.all.isEmpty, "\(problems.all)")
+        #expect(source.book.held == 30)
+        await twin.close()
+        await queue.close()
+    }
+
     // Claims run ahead with the leases held when they start. Under an outage longer than a lease,
     // one could reach the database after a lease claimed since had run out, take it over as this
     // worker's own lease out of flight, and send its rows a second time.
@@ -183,13 +231,13 @@ struct WorkerTests {
         #expect(try await queue.enqueue(requestLines(20).lines) == 20)
         let problems = ProblemLog()
         let (source, writer) = queue.worker(drain: true) { problems.add($0) }
-        let held = await source.noted(PostgresQueue.Claim(rows: try await claimSoon(queue, limit: 10), emptyLeases: []))
+        let held = await source.noted(PostgresQueue.Claim(rows: try await claimSoon(queue, limit: 10), emptyLeases: []), tokens: [])
         #expect(held.count == 10)
         try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second'")
         // Started before the first claim was noted: it knows of no lease held here.
         let stale = try await queue.claim(limit: 10, inFlight: [], token: queue.nextClaimToken())
         #expect(stale.rows.count == 20, "the lease taken over and 10 new rows: \(stale.rows.count)")
-        let sent = await source.noted(stale)
+        let sent = await source.noted(stale, tokens: [])
         #expect(sent.count == 10 && Set(sent.map(\.id)).isDisjoint(with: held.map(\.id)), "\(sent.map(\.id))")
         #expect(problems.all.count == 1 && problems.all[0].contains("not sent again"), "\(problems.all)")
         #expect(source.book.held == 20)
