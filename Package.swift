@@ -285,6 +285,7 @@ let package = Package(
             dependencies: [
                 // HeraldPostgres: its intake's answers beside the in-memory one's (no database needed).
                 "HeraldCore", "HeraldJSON", "HeraldService", "HeraldPostgres", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
             ]),
         .testTarget(

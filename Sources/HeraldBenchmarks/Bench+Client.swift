@@ -153,5 +153,7 @@ func processCPUSeconds() -> Double {
 final class Counter: Sendable {
     let atomic = Atomic<Int>(0)
     func add() { atomic.add(1, ordering: .relaxed) }
+    /// The count before adding one.
+    func take() -> Int { atomic.add(1, ordering: .relaxed).oldValue }
     var value: Int { atomic.load(ordering: .relaxed) }
 }

@@ -107,15 +107,7 @@ struct BenchHTTP2: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let signing = P256.Signing.PrivateKey()
         let key = try ProviderTokenKey(pem: signing.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
-        func simulator() throws -> HTTP2Simulator {
-            var c = HTTP2SimulatorConfiguration()
-            c.bundleID = Self.topic
-            c.tokenKeyPEM = key.publicKeyPEM
-            c.keyID = key.keyID
-            c.teamID = key.teamID
-            c.maxConcurrentStreams = maxStreams
-            return try HTTP2Simulator(configuration: c)
-        }
+        func simulator() throws -> HTTP2Simulator { try Self.simulator(topic: Self.topic, key: key, maxStreams: maxStreams) }
         func overTLS(_ connections: Int) async throws -> (Double, LedgerSnapshot, HTTP2Transport, HTTP2SimulatorCounters) {
             let sim = try simulator()
             let server = try await HTTP2SimulatorServer.start(
@@ -156,6 +148,17 @@ struct BenchHTTP2: AsyncParsableCommand {
         where !(s.isBalanced && s.accepted == UInt64(count)) {
             throw BenchError("http2 bench (\(name)): \(s.accepted) of \(count) accepted, \(s.failed) failed, \(s.dropped) dropped")
         }
+    }
+
+    /// The HTTP/2 simulator for `topic`, taking provider tokens signed with `key`, with `maxStreams` streams a connection.
+    static func simulator(topic: String, key: ProviderTokenKey, maxStreams: Int) throws -> HTTP2Simulator {
+        var c = HTTP2SimulatorConfiguration()
+        c.bundleID = topic
+        c.tokenKeyPEM = key.publicKeyPEM
+        c.keyID = key.keyID
+        c.teamID = key.teamID
+        c.maxConcurrentStreams = maxStreams
+        return try HTTP2Simulator(configuration: c)
     }
 
     func againstURL(_ url: String, _ envelopes: [Envelope], _ r: inout JSONLine) async throws {

@@ -11,7 +11,7 @@ import Glibc
 /// out of the executable (which only parses arguments) and out of the product
 /// modules.
 public struct Bench: AsyncParsableCommand {
-    static let all: [any ParsableCommand.Type] = [BenchPipeline.self, BenchPayload.self, BenchLocalize.self, BenchFrame.self, BenchTLS.self, BenchHTTP2.self, BenchSuppress.self, BenchRecord.self, BenchServe.self, BenchQueue.self, BenchClient.self, BenchSend.self]
+    static let all: [any ParsableCommand.Type] = [BenchPipeline.self, BenchPayload.self, BenchLocalize.self, BenchFrame.self, BenchTLS.self, BenchHTTP2.self, BenchSuppress.self, BenchRecord.self, BenchServe.self, BenchQueue.self, BenchClient.self, BenchSend.self, BenchLanes.self]
     public static let configuration = CommandConfiguration(
         abstract: "Benchmarks; each prints one JSON object. Build with -c release for meaningful numbers.",
         subcommands: all + [BenchList.self]

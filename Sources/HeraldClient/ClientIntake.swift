@@ -4,13 +4,16 @@ import Synchronization
 
 /// Between `send` callers and the client's pipeline: the requests taken and
 /// not yet handed to the pipeline (a `RequestQueue`, as `herald serve`'s), the
-/// callers waiting for each outcome (by sequence number: the queue hands
-/// requests to the source in the order it numbers them, and the source's sink
-/// numbers them the same way), and the callers waiting for room.
+/// callers waiting for each outcome (by sequence number: the queue numbers
+/// requests as it takes them, and the source emits each under its number),
+/// and the callers waiting for room.
 ///
 /// At most `capacity` requests are taken and not yet decided: past that,
 /// callers wait (their tasks suspend; nothing is dropped), so memory stays
-/// bounded however many call at once.
+/// bounded however many call at once. The bulk lane fills at most
+/// `capacity` less a sixteenth, kept for the fast lane, and fast-lane callers
+/// are given room before bulk-lane ones: a campaign in flight does not hold
+/// a one-off notification back at the door.
 final class ClientIntake: Sendable {
     /// Who is waiting for a sequence number's outcome.
     enum Waiter {
@@ -22,13 +25,20 @@ final class ClientIntake: Sendable {
         /// Requests taken or with room reserved, and not yet decided.
         var undecided = 0
         var waiters: [UInt64: Waiter] = [:]
-        var roomWaiters = Deque<(ticket: UInt64, count: Int, continuation: UnsafeContinuation<Void, any Error>)>()
+        /// Callers waiting for room, by lane (fast first).
+        var roomWaiters = (fast: Deque<RoomWaiter>(), bulk: Deque<RoomWaiter>())
         var nextTicket: UInt64 = 0
         var closed = false
 
-        /// Whether `count` more fit now (a batch larger than the capacity fits an empty pipeline).
-        func fits(_ count: Int, capacity: Int) -> Bool { undecided + count <= capacity || undecided == 0 }
+        /// Whether `count` more fit now in `lane` (a batch larger than the capacity fits an empty pipeline).
+        func fits(_ count: Int, _ lane: Lane, capacity: Int) -> Bool {
+            undecided == 0 || undecided + count <= (lane == .fast ? capacity : capacity - capacity / 16)
+        }
+        /// Whether a caller in `lane` must queue behind others waiting (first come, first served within a lane; the bulk lane after the fast).
+        func mustQueue(_ lane: Lane) -> Bool { lane == .fast ? !roomWaiters.fast.isEmpty : !(roomWaiters.fast.isEmpty && roomWaiters.bulk.isEmpty) }
     }
+
+    typealias RoomWaiter = (ticket: UInt64, count: Int, continuation: UnsafeContinuation<Void, any Error>)
 
     struct Handoff {
         /// The ledger's batches as they came: kept whole (no element is copied on the transport's thread).
@@ -40,22 +50,26 @@ final class ClientIntake: Sendable {
     let capacity: Int
     let state = Mutex(State())
     /// The requests taken, numbered, for the pipeline's source.
-    let requests = RequestQueue()
+    let requests: RequestQueue
     /// Outcomes on their way from the pipeline's observer to the callers (a lock of its own).
     let handoff = Mutex(Handoff())
 
-    init(capacity: Int) { self.capacity = max(1, capacity) }
+    init(capacity: Int, bulkWindow: Int? = RequestQueue.defaultBulkWindow) {
+        self.capacity = max(1, capacity)
+        requests = RequestQueue(bulkWindow: bulkWindow)
+    }
 
     // MARK: Callers
 
-    /// Reserves room for `count` more requests, waiting (first come, first
-    /// served) while the pipeline holds `capacity` undecided. Throws
-    /// `CancellationError` if the caller is cancelled while waiting and
-    /// ``HeraldClientError/shutDown`` once closed: then nothing was reserved.
-    func reserve(_ count: Int) async throws {
+    /// Reserves room for `count` more requests in `lane`, waiting (first come,
+    /// first served within a lane, the fast lane first) while the pipeline
+    /// holds `capacity` undecided. Throws `CancellationError` if the caller is
+    /// cancelled while waiting and ``HeraldClientError/shutDown`` once closed:
+    /// then nothing was reserved.
+    func reserve(_ count: Int, lane: Lane) async throws {
         let ticket = try state.withLock { s -> UInt64? in
             if s.closed { throw HeraldClientError.shutDown }
-            if s.roomWaiters.isEmpty && s.fits(count, capacity: capacity) {
+            if !s.mustQueue(lane) && s.fits(count, lane, capacity: capacity) {
                 s.undecided += count
                 return nil
             }
@@ -68,11 +82,11 @@ final class ClientIntake: Sendable {
                 let now: (any Error)?? = state.withLock { s in
                     if s.closed { return .some(HeraldClientError.shutDown) }
                     if Task.isCancelled { return .some(CancellationError()) }
-                    if s.roomWaiters.isEmpty && s.fits(count, capacity: capacity) {
+                    if !s.mustQueue(lane) && s.fits(count, lane, capacity: capacity) {
                         s.undecided += count
                         return .some(nil)
                     }
-                    s.roomWaiters.append((ticket, count, c))
+                    if lane == .fast { s.roomWaiters.fast.append((ticket, count, c)) } else { s.roomWaiters.bulk.append((ticket, count, c)) }
                     return .none
                 }
                 switch now {
@@ -83,8 +97,9 @@ final class ClientIntake: Sendable {
             }
         } onCancel: {
             let c = state.withLock { s -> UnsafeContinuation<Void, any Error>? in
-                guard let i = s.roomWaiters.firstIndex(where: { $0.ticket == ticket }) else { return nil }
-                return s.roomWaiters.remove(at: i).continuation
+                if let i = s.roomWaiters.fast.firstIndex(where: { $0.ticket == ticket }) { return s.roomWaiters.fast.remove(at: i).continuation }
+                if let i = s.roomWaiters.bulk.firstIndex(where: { $0.ticket == ticket }) { return s.roomWaiters.bulk.remove(at: i).continuation }
+                return nil
             }
             c?.resume(throwing: CancellationError())
         }
@@ -99,11 +114,17 @@ final class ClientIntake: Sendable {
         for c in rooms { c.resume() }
     }
 
-    /// Waiters that fit now, in order, with their room reserved.
+    /// Waiters that fit now, in order (the fast lane's first; the bulk lane's only once none of the
+    /// fast lane's waits), with their room reserved.
     private func grantRoom(_ s: inout State) -> [UnsafeContinuation<Void, any Error>] {
         var granted: [UnsafeContinuation<Void, any Error>] = []
-        while let first = s.roomWaiters.first, s.fits(first.count, capacity: capacity) {
-            s.roomWaiters.removeFirst()
+        while let first = s.roomWaiters.fast.first, s.fits(first.count, .fast, capacity: capacity) {
+            s.roomWaiters.fast.removeFirst()
+            s.undecided += first.count
+            granted.append(first.continuation)
+        }
+        while s.roomWaiters.fast.isEmpty, let first = s.roomWaiters.bulk.first, s.fits(first.count, .bulk, capacity: capacity) {
+            s.roomWaiters.bulk.removeFirst()
             s.undecided += first.count
             granted.append(first.continuation)
         }
@@ -215,8 +236,8 @@ final class ClientIntake: Sendable {
     func close() {
         let rooms = state.withLock { s in
             s.closed = true
-            defer { s.roomWaiters.removeAll() }
-            return s.roomWaiters.map(\.continuation)
+            defer { s.roomWaiters = ([], []) }
+            return (s.roomWaiters.fast + s.roomWaiters.bulk).map(\.continuation)
         }
         for c in rooms { c.resume(throwing: HeraldClientError.shutDown) }
         requests.close()

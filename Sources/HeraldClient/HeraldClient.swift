@@ -37,7 +37,16 @@ public final class HeraldClient: Service, Sendable {
     public struct Options: Sendable, Hashable {
         /// Notifications taken and not yet decided before `send` waits.
         public var maxUndecided: Int = 65_536
-        public init(maxUndecided: Int = 65_536) { self.maxUndecided = maxUndecided }
+        /// Bulk-lane notifications let into the pipeline while this many or more are in it
+        /// (handed on, not yet decided): the rest of a campaign waits at the intake, where a
+        /// fast-lane notification overtakes it (docs/apps.md, "Lanes"). Above the notifications a
+        /// transport needs in flight to stay busy (connections × streams for HTTP/2); `nil`: no
+        /// limit (a fast-lane notification then waits behind the campaign's part in the stages).
+        public var bulkWindow: Int?
+        public init(maxUndecided: Int = 65_536, bulkWindow: Int? = 8192) {
+            self.maxUndecided = maxUndecided
+            self.bulkWindow = bulkWindow
+        }
     }
 
     let intake: ClientIntake
@@ -64,7 +73,7 @@ public final class HeraldClient: Service, Sendable {
         assembly: HeraldAssembly, transport: (any Transport)? = nil, observers: [any OutcomeObserver] = [],
         metrics: (any MetricsFactory)? = nil, options: Options = Options()
     ) throws {
-        let intake = ClientIntake(capacity: options.maxUndecided)
+        let intake = ClientIntake(capacity: options.maxUndecided, bulkWindow: options.bulkWindow)
         let ledger = OutcomeLedger(observers: observers)
         pipeline = try assembly.makePipeline(source: intake.requests.source, ledger: ledger, transport: transport, metrics: metrics)
         // Last: a caller resumes once the token store and every observer have seen its outcome.
@@ -112,7 +121,7 @@ public final class HeraldClient: Service, Sendable {
     ///   down, `CancellationError` when the caller is cancelled (see the type's
     ///   notes: a notification already taken still goes).
     public func send(_ request: NotificationRequest) async throws -> SendOutcome {
-        try await intake.reserve(1)
+        try await intake.reserve(1, lane: request.effectiveLane)
         if Task.isCancelled {
             intake.unreserve(1)
             throw CancellationError()
@@ -137,7 +146,8 @@ public final class HeraldClient: Service, Sendable {
     /// each ended, in the same order.
     public func send(_ requests: [NotificationRequest]) async throws -> [SendOutcome] {
         guard !requests.isEmpty else { return [] }
-        try await intake.reserve(requests.count)
+        // A batch with a fast-lane request in it is given room as the fast lane is.
+        try await intake.reserve(requests.count, lane: requests.contains { $0.effectiveLane == .fast } ? .fast : .bulk)
         if Task.isCancelled {
             intake.unreserve(requests.count)
             throw CancellationError()

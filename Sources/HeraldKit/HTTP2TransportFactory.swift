@@ -28,6 +28,7 @@ import Logging
 /// - Connections: `connections`, `maxStreams` (a cap on what APNs announces),
 ///   `maxQueued`, `connectTimeoutSeconds`, `requestTimeoutSeconds`,
 ///   `idlePingSeconds`, `maxAttempts`, `maxOutageSeconds`, `firstConnectAttempts` (0: none), `drainTimeoutSeconds`,
+///   `bulkQueueingMilliseconds` (0: the bulk lane may fill every stream),
 ///   `backoffInitialMilliseconds`, `backoffMaxMilliseconds`.
 /// - `proxy`: `{"host": …, "port": …}` and optionally `authorizationFile` or
 ///   `authorizationEnv` (the `Proxy-Authorization` value, e.g. `Basic …`).
@@ -71,6 +72,7 @@ package enum HTTP2TransportFactory {
         if let s = try node.int("idlePingSeconds", in: 1...3600) { c.delivery.idlePing = .seconds(s) }
         if let s = try node.int("maxOutageSeconds", in: 1...86_400) { c.delivery.maxOutage = .seconds(s) }
         if let n = try node.int("firstConnectAttempts", in: 0...1000) { c.delivery.firstConnectAttempts = n == 0 ? nil : n }
+        if let ms = try node.int("bulkQueueingMilliseconds", in: 0...60_000) { c.delivery.bulkQueueing = ms == 0 ? nil : .milliseconds(ms) }
         if let s = try node.int("drainTimeoutSeconds", in: 1...3600) { c.drainTimeout = .seconds(s) }
         c.delivery.maxAttempts = try node.int("maxAttempts", in: 1...100) ?? c.delivery.maxAttempts
         let initial = try node.int("backoffInitialMilliseconds", in: 1...600_000)

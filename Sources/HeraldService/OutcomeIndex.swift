@@ -11,8 +11,10 @@ public final class OutcomeIndex: OutcomeObserver {
     struct State {
         var records: [UInt64: OutcomeRecord] = [:]
         var order = Deque<UInt64>()
-        /// Ids below this may have been forgotten.
-        var forgottenBelow: UInt64 = 0
+        /// Every id decided: an id decided and no longer in `records` was forgotten. (Ids are
+        /// decided out of order: a fast-lane request numbered after a queued campaign is decided
+        /// before it, and forgetting it says nothing of the campaign's ids still pending.)
+        var decided = DecidedIDs()
         var counts: [Outcome.Kind: Int] = [:]
     }
     let state = Mutex(State())
@@ -71,11 +73,11 @@ public final class OutcomeIndex: OutcomeObserver {
             for r in records {
                 s.records[r.sequence] = r
                 s.order.append(r.sequence)
+                s.decided.insert(r.sequence)
             }
             while s.order.count > capacity {
                 let old = s.order.removeFirst()
                 s.records[old] = nil
-                s.forgottenBelow = max(s.forgottenBelow, old + 1)
             }
             for (k, n) in kinds { s.counts[k, default: 0] += n }
         }
@@ -109,12 +111,52 @@ public final class OutcomeIndex: OutcomeObserver {
         state.withLock { s in
             if let r = s.records[id] { return .decided(r) }
             if id >= issued { return .unknown }
-            return id < s.forgottenBelow ? .forgotten : .pending
+            return s.decided.contains(id) ? .forgotten : .pending
         }
     }
 
     /// Outcomes recorded, by kind.
     public var counts: [Outcome.Kind: Int] { state.withLock { $0.counts } }
+}
+
+/// The ids decided so far, in memory proportional to the span between the
+/// oldest id still undecided and the newest decided: every id below `low` is
+/// decided; above it, a bitmap.
+struct DecidedIDs {
+    /// Every id below is decided.
+    private(set) var low: UInt64 = 0
+    /// Bit k of `words[i]`: id `base + 64 i + k` is decided; `base` is `low` rounded down to 64.
+    private var words = Deque<UInt64>()
+    private var base: UInt64 = 0
+
+    mutating func insert(_ id: UInt64) {
+        guard id >= low else { return }
+        let w = Int(clamping: (id - base) >> 6)
+        if w >= words.count { words.append(contentsOf: repeatElement(0, count: w - words.count + 1)) }
+        words[w] |= 1 << (id & 63)
+        // Past the ids now all decided, whole words at a time where they are full.
+        while let first = words.first {
+            let bit = low & 63
+            if bit == 0 && first == .max {
+                words.removeFirst()
+                base += 64
+                low = base
+                continue
+            }
+            guard first & (1 << bit) != 0 else { return }
+            low += 1
+            if low & 63 == 0 {
+                words.removeFirst()
+                base = low
+            }
+        }
+    }
+
+    func contains(_ id: UInt64) -> Bool {
+        if id < low { return true }
+        let w = Int(clamping: (id - base) >> 6)
+        return w < words.count && words[w] & (1 << (id & 63)) != 0
+    }
 }
 
 /// swift-metrics' types, named apart from swift-prometheus' own `Counter` and `Gauge`.

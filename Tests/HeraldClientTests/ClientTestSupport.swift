@@ -3,25 +3,37 @@ import HeraldCore
 import HeraldKit
 import Synchronization
 
-/// A transport that holds every notification until the test lets it go:
-/// what is held, and when, is the test's to decide.
+/// A transport that holds every notification (with `passFast`, every
+/// bulk-lane one; the fast lane's are accepted at once) until the test lets it
+/// go: what is held, and when, is the test's to decide.
 final class GateTransport: Transport {
     struct State {
         var held: [Envelope] = []
         var open = false
         var ledger: OutcomeLedger?
+        var most = 0
     }
     let state = Mutex(State())
+    let passFast: Bool
+
+    init(passFast: Bool = false) { self.passFast = passFast }
 
     func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
-        let pass = state.withLock { s -> Bool in
+        let pass = state.withLock { s -> [Envelope] in
             s.ledger = outcomes
-            if s.open { return true }
-            s.held += batch
-            return false
+            if s.open { return batch }
+            var pass: [Envelope] = []
+            for e in batch {
+                if passFast && e.request.effectiveLane == .fast { pass.append(e) } else { s.held.append(e) }
+            }
+            s.most = max(s.most, s.held.count)
+            return pass
         }
-        if pass { outcomes.record(batch, as: .accepted) }
+        if !pass.isEmpty { outcomes.record(pass, as: .accepted) }
     }
+
+    /// The most held at once.
+    var mostHeld: Int { state.withLock { $0.most } }
 
     func finish(outcomes: OutcomeLedger) async { release() }
 

@@ -85,6 +85,63 @@ struct HeraldClientTests {
         #expect(client.ledger.snapshot.isBalanced)
     }
 
+    static func campaign(_ range: Range<Int>) -> [NotificationRequest] {
+        range.map { i in
+            var r = alert(i)
+            r.priority = Priority(rawValue: 5)
+            return r
+        }
+    }
+
+    @Test("a fast-lane send overtakes a campaign: 20,000 bulk-lane notifications taken, the pipeline holding at most its bulk window of them, the rest waiting at the intake; a priority-10 send enters at once and its caller has its outcome while the campaign waits; then the campaign ends, every notification once")
+    func fastLaneOvertakesCampaign() async throws {
+        let gate = GateTransport(passFast: true)
+        let client = try HeraldClient(assembly: HeraldAssembly(), transport: gate)
+        let runner = Task { try await client.run() }
+        let campaign = Task { try await client.send(Self.campaign(0..<20_000)) }
+        let window = RequestQueue.defaultBulkWindow
+        #expect(await eventually { gate.heldCount >= window })
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(gate.heldCount <= window + 512 && client.ledger.snapshot.entered <= UInt64(window + 512), "\(gate.heldCount) held")
+        let clock = ContinuousClock(), start = clock.now
+        let fast = try await client.send(alert(99_999))
+        #expect(fast.isAccepted && clock.now - start < .seconds(10), "\(clock.now - start)")
+        #expect(gate.heldCount <= window + 512)
+        gate.release()
+        let outcomes = try await campaign.value
+        #expect(outcomes.count == 20_000 && outcomes.allSatisfy(\.isAccepted))
+        #expect(gate.mostHeld <= window + 512, "\(gate.mostHeld)")
+        client.shutdown()
+        try await runner.value
+        #expect(client.ledger.snapshot.isBalanced && client.ledger.snapshot.entered == 20_001)
+    }
+
+    @Test("room by lane: with 16 undecided allowed, a campaign's callers fill 15 and wait; a fast-lane caller still finds room at once")
+    func roomByLane() async throws {
+        let gate = GateTransport(passFast: true)
+        let client = try HeraldClient(assembly: HeraldAssembly(), transport: gate, options: .init(maxUndecided: 16))
+        let runner = Task { try await client.run() }
+        let campaign = Task {
+            try await withThrowingDiscardingTaskGroup { group in
+                for r in Self.campaign(0..<40) {
+                    group.addTask {
+                        let accepted = try await client.send(r).isAccepted
+                        #expect(accepted)
+                    }
+                }
+            }
+        }
+        #expect(await eventually { gate.heldCount == 15 })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(gate.heldCount == 15 && client.ledger.snapshot.entered == 15, "one place of 16 kept for the fast lane")
+        #expect(try await client.send(alert(1_000)).isAccepted)
+        gate.release()
+        try await campaign.value
+        client.shutdown()
+        try await runner.value
+        #expect(client.ledger.snapshot.isBalanced && client.ledger.snapshot.entered == 41)
+    }
+
     @Test("cancellation: a caller waiting for room withdraws (nothing entered); a caller whose notification was taken gets CancellationError at once, and the notification still ends in one recorded outcome")
     func cancellation() async throws {
         let (client, gate) = try Self.gated(maxUndecided: 1)

@@ -9,6 +9,31 @@ struct LaneQueueTests {
         var n: Int
     }
 
+    @Test("take(max:bulk:) gives what popFirst() would, popFast() once the bulk quota is used: 200 seeds of random lanes, sizes and quotas", arguments: 0..<200)
+    func takeMatchesPops(seed: UInt64) {
+        var random = SeededGenerator(seed: seed)
+        var a = LaneQueue<Item>()
+        var n = 0
+        for _ in 0..<50 {
+            for _ in 0..<Int(random.next() % 40) {
+                a.append(Item(lane: random.next() % 3 == 0 ? .fast : .bulk, n: n))
+                n += 1
+            }
+            var b = a
+            let max = Int(random.next() % 30) + 1, bulk = Int(random.next() % 12)
+            let taken = a.take(max: max, bulk: bulk)
+            var popped: [Item] = [], bulkLeft = bulk
+            while popped.count < max, let item = bulkLeft > 0 ? b.popFirst() : b.popFast() {
+                if item.lane == .bulk { bulkLeft -= 1 }
+                popped.append(item)
+            }
+            #expect(taken == popped, "seed \(seed): max \(max), bulk \(bulk)")
+            #expect(a.count == b.count)
+            // The share's count carries on alike: the next pop agrees.
+            #expect(a.popFirst() == b.popFirst())
+        }
+    }
+
     @Test("random appends, retries and takes over 200 seeds: each lane first in, first out (a retry at its front); while both wait, exactly one take in 10 is bulk; every item comes out once", arguments: 0..<200)
     func invariants(seed: UInt64) {
         var random = SeededGenerator(seed: seed)

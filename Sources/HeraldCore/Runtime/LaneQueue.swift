@@ -60,6 +60,38 @@ public struct LaneQueue<Element: LaneCarrying> {
         return fastLane.popFirst()
     }
 
+    /// Whether a fast-lane item waits.
+    @inlinable public var hasFast: Bool { !fastLane.isEmpty }
+
+    /// The next fast-lane item, whatever waits in the bulk lane (whose turn this does not take).
+    @inlinable public mutating func popFast() -> Element? { fastLane.popFirst() }
+
+    /// Up to `max` items, at most `bulk` of them from the bulk lane, in the order ``popFirst()``
+    /// (``popFast()`` once the bulk lane's `bulk` are taken) would give them; a lane alone is taken
+    /// in one piece.
+    @inlinable public mutating func take(max: Int, bulk: Int) -> [Element] {
+        if bulkLane.isEmpty || bulk <= 0 {
+            let n = Swift.min(max, fastLane.count)
+            if bulkLane.isEmpty { fastInARow = 0 }
+            defer { fastLane.removeFirst(n) }
+            return Array(fastLane.prefix(n))
+        }
+        if fastLane.isEmpty {
+            let n = Swift.min(max, bulk, bulkLane.count)
+            fastInARow = 0
+            defer { bulkLane.removeFirst(n) }
+            return Array(bulkLane.prefix(n))
+        }
+        var out: [Element] = []
+        out.reserveCapacity(Swift.min(max, count))
+        var bulkLeft = bulk
+        while out.count < max, let item = bulkLeft > 0 ? popFirst() : popFast() {
+            if item.lane == .bulk { bulkLeft -= 1 }
+            out.append(item)
+        }
+        return out
+    }
+
     /// Empties both lanes, returning what waited (fast lane first).
     @inlinable public mutating func removeAll() -> [Element] {
         defer {

@@ -75,6 +75,11 @@ public final class OutcomeLedger: Sendable {
         await relay.waitForRoom()
     }
 
+    /// Requests that entered and have no outcome yet.
+    package var pending: Int {
+        state.withLock { s in Int(clamping: Int64(s.entered) - Int64(s.counts.reduce(0, +))) }
+    }
+
     /// Notes that these requests entered the pipeline.
     public func enter(_ sequences: some Sequence<UInt64>, count: Int) {
         state.withLock { s in

@@ -64,10 +64,11 @@ final class PipelineMetrics: Sendable {
     }
 }
 
-/// When each batch entered the pipeline (batches are runs of consecutive
-/// sequence numbers), so each outcome's latency can be recorded. Bounded: past
-/// `capacity` batches in flight the oldest are forgotten (their outcomes are
-/// then not timed).
+/// When each batch entered the pipeline, as runs of consecutive sequence
+/// numbers (a source numbering by emission makes each batch one run; one that
+/// emits lane by lane, several), kept in sequence order, so each outcome's
+/// latency can be recorded. Bounded: past `capacity` runs in flight the
+/// lowest are forgotten (their outcomes are then not timed).
 final class LatencyTracker: OutcomeObserver {
     struct Entry {
         let first: UInt64
@@ -83,12 +84,37 @@ final class LatencyTracker: OutcomeObserver {
         self.capacity = capacity
     }
 
-    /// The batch `first..<first+count` entered now.
-    func entered(first: UInt64, count: Int) {
-        let e = Entry(first: first, end: first + UInt64(count), at: .now)
+    /// The batch entered now.
+    func entered(_ batch: borrowing [Envelope]) {
+        let at = ContinuousClock.now
+        var runs: [Entry] = []
+        var first = batch[0].sequence, end = first + 1
+        for i in 1..<batch.count {
+            let q = batch[i].sequence
+            if q == end {
+                end += 1
+            } else {
+                runs.append(Entry(first: first, end: end, at: at))
+                first = q
+                end = q + 1
+            }
+        }
+        runs.append(Entry(first: first, end: end, at: at))
         entries.withLock { d in
-            d.append(e)
-            if d.count > capacity { d.removeFirst() }
+            for run in runs {
+                // Nearly always after the last (numbered as emitted); else in its place.
+                if let last = d.last, last.first > run.first {
+                    var lo = 0, hi = d.count
+                    while lo < hi {
+                        let mid = (lo + hi) / 2
+                        if d[mid].first <= run.first { lo = mid + 1 } else { hi = mid }
+                    }
+                    d.insert(run, at: lo)
+                } else {
+                    d.append(run)
+                }
+            }
+            while d.count > capacity { d.removeFirst() }
         }
     }
 
@@ -98,7 +124,7 @@ final class LatencyTracker: OutcomeObserver {
         times.reserveCapacity(records.count)
         entries.withLock { d in
             for r in records {
-                // Batches are in sequence order: find the last one starting at or before r.sequence.
+                // Runs are in sequence order: find the last one starting at or before r.sequence.
                 var lo = 0, hi = d.count
                 while lo < hi {
                     let mid = (lo + hi) / 2

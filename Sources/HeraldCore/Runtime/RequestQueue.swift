@@ -3,20 +3,38 @@ import Synchronization
 
 /// The in-memory queue in front of a long-running pipeline (`herald serve`'s
 /// intake, `HeraldClient`'s): requests are numbered as they are queued, from
-/// 0, and the numbers are the pipeline's sequence numbers, since its
-/// ``source`` emits every queued request, in order. A batch is queued whole or
+/// 0, and the numbers are the pipeline's sequence numbers (its ``source``
+/// emits each request under its number). They wait in two lanes
+/// (``LaneQueue``: the fast lane first, the bulk lane's minimum share), so a
+/// fast-lane request overtakes a queued campaign; a batch is queued whole or
 /// refused whole.
 package final class RequestQueue: Sendable {
+    /// A request with its number, in its lane.
+    package struct Queued: LaneCarrying, Sendable {
+        package var sequence: UInt64
+        package var request: NotificationRequest
+        package var lane: Lane
+    }
     struct State {
-        var queue = Deque<NotificationRequest>()
+        var queue = LaneQueue<Queued>()
         var next: UInt64 = 0
         var closed = false
         /// The source, waiting for requests.
         var taker: UnsafeContinuation<Void, Never>?
     }
     let state = Mutex(State())
+    /// Bulk-lane requests the source lets into the pipeline while this many or more are in it
+    /// (entered, no outcome yet): the rest of a campaign waits here, where the fast lane overtakes
+    /// it, not in the stages' buffers ahead of it. `nil`: no limit.
+    package let bulkWindow: Int?
 
-    package init() {}
+    package init(bulkWindow: Int? = RequestQueue.defaultBulkWindow) {
+        self.bulkWindow = bulkWindow.map { max(1, $0) }
+    }
+
+    /// Half the HTTP/2 transport's default `maxQueued` (16,384): bulk never fills the
+    /// transport's window, so a fast-lane batch does not wait there for the bulk lane's room.
+    package static let defaultBulkWindow = 8192
 
     /// Queues `requests` unless closed or `refuse(depth)` (the requests already
     /// queued) says why not. `numbered` sees their numbers before the source can
@@ -29,7 +47,7 @@ package final class RequestQueue: Sendable {
             if let refusal = refuse(s.queue.count) { return (.failure(refusal), nil) }
             let numbers = s.next..<(s.next + UInt64(requests.count))
             numbered(numbers)
-            s.queue.append(contentsOf: requests)
+            for (q, r) in zip(numbers, requests) { s.queue.append(Queued(sequence: q, request: r, lane: r.effectiveLane)) }
             s.next = numbers.upperBound
             defer { s.taker = nil }
             return (.success(numbers), s.taker)
@@ -58,52 +76,85 @@ package final class RequestQueue: Sendable {
     /// it) into `ledger` as failed with `reason`, under its numbers. Returns how many.
     @discardableResult
     package func failQueued(_ ledger: OutcomeLedger, reason: OutcomeReason) -> Int {
-        let left = state.withLock { s in
-            let first = s.next - UInt64(s.queue.count)
-            defer { s.queue.removeAll() }
-            return s.queue.enumerated().map { (first + UInt64($0.offset), $0.element) }
-        }
+        let left = state.withLock { $0.queue.removeAll() }
         guard !left.isEmpty else { return 0 }
-        ledger.enter(left.map(\.0), count: left.count)
-        ledger.record(left.map { q, r in OutcomeRecord(sequence: q, line: nil, id: r.id, token: r.token, outcome: .failed(reason)) })
+        ledger.enter(left.map(\.sequence), count: left.count)
+        ledger.record(left.map { OutcomeRecord(sequence: $0.sequence, line: nil, id: $0.request.id, token: $0.request.token, outcome: .failed(reason)) })
         return left.count
     }
 
-    /// Up to `max` queued requests, waiting for some; `nil` once closed and empty.
-    package func take(max: Int) async -> [NotificationRequest]? {
+    /// Up to `max` queued requests, at most `bulk` of them from the bulk lane, waiting for some;
+    /// `nil` once closed and empty. When only bulk-lane requests wait and `bulk` is 0, waits at most
+    /// `wait` for a fast-lane one, and returns `[]` if none came (the caller looks at the bulk
+    /// lane's room again).
+    package func take(max: Int, bulk: Int = .max, wait: Duration = .milliseconds(1)) async -> [Queued]? {
+        enum Next {
+            case taken([Queued])
+            case end
+            case waitForAny
+            case waitForFast
+        }
         while true {
-            let taken: [NotificationRequest]? = state.withLock { s in
-                guard !s.queue.isEmpty else { return s.closed ? [] : nil }
-                let n = Swift.min(max, s.queue.count)
-                defer { s.queue.removeFirst(n) }
-                return Array(s.queue.prefix(n))
+            let next: Next = state.withLock { s in
+                if s.queue.isEmpty { return s.closed ? .end : .waitForAny }
+                let out = s.queue.take(max: max, bulk: bulk)
+                return out.isEmpty ? .waitForFast : .taken(out)
             }
-            if let taken { return taken.isEmpty ? nil : taken }
-            await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    if !s.queue.isEmpty || s.closed { return true }
-                    s.taker = c
-                    return false
-                }
-                if now { c.resume() }
+            switch next {
+            case .taken(let out): return out
+            case .end: return nil
+            case .waitForAny: await waitForRequest(timeout: nil)
+            case .waitForFast:
+                await waitForRequest(timeout: wait)
+                return []
             }
         }
+    }
+
+    /// Waits until a request is queued (with `timeout`: a fast-lane one, or `timeout` passes) or
+    /// the queue closes.
+    func waitForRequest(timeout: Duration?) async {
+        // A stale timer (its wait ended meanwhile) may wake a later wait early: that caller looks again.
+        let timer = timeout.map { t in
+            Task { [self] in
+                guard (try? await Task.sleep(for: t)) != nil else { return }
+                let taker = state.withLock { s -> UnsafeContinuation<Void, Never>? in
+                    defer { s.taker = nil }
+                    return s.taker
+                }
+                taker?.resume()
+            }
+        }
+        await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if timeout == nil ? (s.closed || !s.queue.isEmpty) : s.queue.hasFast { return true }
+                s.taker = c
+                return false
+            }
+            if now { c.resume() }
+        }
+        timer?.cancel()
     }
 
     /// The queue as a pipeline's source.
     package var source: Source { Source(queue: self) }
 
-    /// Emits queued requests in order, and flushes whenever the queue runs dry,
-    /// so a lone request is not held back waiting for a full batch. The
+    /// Emits queued requests, each under its number, fast lane first, and
+    /// flushes whenever it has nothing more to emit now, so a lone request is
+    /// not held back waiting for a full batch. Bulk-lane requests enter only
+    /// while fewer than ``RequestQueue/bulkWindow`` are in the pipeline. The
     /// pipeline stopping (a second signal abandons it) ends it at once: what is
     /// left stays queued, for its owner to record (``failQueued(_:reason:)``).
     package struct Source: NotificationSource {
         let queue: RequestQueue
         package func produce(into sink: SourceSink) async throws {
-            while !sink.isStopping, let batch = await queue.take(max: 512) {
-                for r in batch { await sink.emit(r) }
-                if queue.depth == 0 { await sink.flush() }
+            while !sink.isStopping {
+                let room = queue.bulkWindow.map { Swift.max(0, $0 - sink.ledger.pending) } ?? .max
+                guard let batch = await queue.take(max: 512, bulk: room) else { break }
+                for q in batch { await sink.emit(q.request, sequence: q.sequence) }
+                if batch.isEmpty || queue.depth == 0 { await sink.flush() }
             }
+            await sink.flush()
         }
     }
 }

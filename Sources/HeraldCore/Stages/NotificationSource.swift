@@ -70,6 +70,19 @@ public final class SourceSink {
         return pending.count >= batchSize
     }
 
+    /// Emits one request under a number its source gave it (``RequestQueue`` numbers requests as
+    /// they are queued, and emits them lane by lane): numbers must be unique within the run, and
+    /// a source emits either this way or the other, never both.
+    @inlinable nonisolated(nonsending) package func emit(_ request: NotificationRequest, sequence: UInt64, line: Int? = nil) async {
+        if append(request, sequence: sequence, line: line) { await flush() }
+    }
+
+    /// ``append(_:line:)`` under a number the source gave.
+    @usableFromInline func append(_ request: NotificationRequest, sequence: UInt64, line: Int?) -> Bool {
+        pending.append(Envelope(sequence: sequence, line: line, request: request))
+        return pending.count >= batchSize
+    }
+
     /// Reports input that could not become a request: it ends as `dropped`
     /// with `reason`, which the runtime prefixes with where it was (`line 7: `,
     /// or `row 7: ` with `lineKey` "row").
@@ -121,7 +134,7 @@ public final class SourceSink {
     nonisolated(nonsending) func send(_ batch: consuming [Envelope]) async {
         let batch = batch
         ledger.enter(batch.lazy.map(\.sequence), count: batch.count)
-        latency?.entered(first: batch[0].sequence, count: batch.count)
+        latency?.entered(batch)
         // Outcomes the observers have not caught up with are bounded: a slow observer slows the source.
         await ledger.waitForObserverRoom()
         // Consumed, so the first stage owns the batch alone and mutates it in place.

@@ -4,6 +4,7 @@ extension HTTP2DeliveryMachine {
     /// APNs answered stream `stream`.
     public mutating func answered(_ stream: Int, _ response: APNsResponse, now: Duration) {
         guard let f = endStream(stream, now: now) else { return }
+        bulkStreams.answered(sentAt: f.sentAt, now: now, bulkInFlight: bulkInFlight)
         var item = f.item
         let status = Status(http: response.status, reason: response.reason)
         switch response.disposition {

@@ -27,7 +27,7 @@ extension HTTP2DeliveryMachine {
             guard slots[s].connection!.ready else { continue }
             let connID = slots[s].connection!.id
             var room = slots[s].connection!.maxStreams - slots[s].connection!.open.count
-            while room > 0, let item = queue.popFirst() {
+            while room > 0, let item = bulkStreams.allows(bulkInFlight: bulkInFlight) ? queue.popFirst() : queue.popFast() {
                 var authorization: String?
                 if let tokens {
                     do { authorization = "bearer " + (try tokens.token(now: Int64(now.components.seconds))) } catch {
@@ -39,7 +39,8 @@ extension HTTP2DeliveryMachine {
                 lastStream += 1
                 statistics.streams += 1
                 sendOrder.append(lastStream)
-                inFlight[lastStream] = InFlight(item: item, connection: connID, deadline: now + policy.requestTimeout, authorization: authorization)
+                inFlight[lastStream] = InFlight(item: item, connection: connID, sentAt: now, deadline: now + policy.requestTimeout, authorization: authorization)
+                if item.lane == .bulk { bulkInFlight += 1 }
                 slots[s].connection!.open.insert(lastStream)
                 slots[s].connection!.lastActivity = now
                 actions.append(.send(connection: connID, stream: lastStream, request: item.request, authorization: authorization))
@@ -51,6 +52,7 @@ extension HTTP2DeliveryMachine {
     /// Removes a stream from its connection; a retiring connection closes once empty.
     mutating func endStream(_ stream: Int, now: Duration) -> InFlight? {
         guard let f = inFlight.removeValue(forKey: stream) else { return nil }
+        if f.item.lane == .bulk { bulkInFlight -= 1 }
         trimSendOrder()
         if let s = slot(of: f.connection) {
             slots[s].connection!.open.remove(stream)
@@ -77,6 +79,7 @@ extension HTTP2DeliveryMachine {
     mutating func resendOpenStreams(of conn: Connection, now: Duration) {
         for stream in conn.open.sorted() {
             guard var f = inFlight.removeValue(forKey: stream) else { continue }
+            if f.item.lane == .bulk { bulkInFlight -= 1 }
             resendUnanswered(&f.item, unprocessed: false, why: "the connection ended before an answer", now: now)
         }
         trimSendOrder()

@@ -65,6 +65,7 @@ public struct HTTP2DeliveryMachine: Sendable {
     struct InFlight: Sendable {
         var item: HTTP2Item
         var connection: Int
+        var sentAt: Duration
         var deadline: Duration
         var authorization: String?
     }
@@ -82,6 +83,9 @@ public struct HTTP2DeliveryMachine: Sendable {
     var queue = LaneQueue<HTTP2Item>()
     var delayed: [HTTP2Item] = []
     var inFlight: [Int: InFlight] = [:]
+    /// Bulk-lane requests on streams, and how many the lane may have (``BulkStreamLimit``).
+    var bulkInFlight = 0
+    public internal(set) var bulkStreams: BulkStreamLimit
     /// Streams in the order they were opened (so their deadlines are in order too);
     /// ended ones are dropped from the front.
     var sendOrder = Deque<Int>()
@@ -113,6 +117,7 @@ public struct HTTP2DeliveryMachine: Sendable {
         self.tokens = tokens
         slots = Array(repeating: Slot(), count: max(1, policy.connections))
         random = SeededGenerator(seed: seed)
+        bulkStreams = BulkStreamLimit(target: policy.bulkQueueing)
     }
 
     // MARK: events
@@ -274,6 +279,7 @@ public struct HTTP2DeliveryMachine: Sendable {
             outcomes.append(f.item.record(.failed(reason)))
         }
         inFlight.removeAll()
+        bulkInFlight = 0
         sendOrder.removeAll()
         for s in slots.indices { slots[s].connection?.open.removeAll() }
         for c in retiring.keys { retiring[c]!.open.removeAll() }

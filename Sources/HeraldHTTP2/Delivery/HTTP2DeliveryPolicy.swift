@@ -28,6 +28,11 @@ public struct HTTP2DeliveryPolicy: Sendable, Hashable {
     /// through ``maxOutage``. (The binary interface's
     /// `DeliveryPolicy.firstConnectAttempts` is the same rule.)
     public var firstConnectAttempts: Int? = 5
+    /// How long answers may come later than the quickest round-trip seen lately before the bulk
+    /// lane holds fewer streams (``BulkStreamLimit``; a quarter of that round-trip if longer), so a
+    /// fast-lane request does not queue behind a campaign in the connection. `nil`: the bulk lane
+    /// may fill every stream.
+    public var bulkQueueing: Duration? = .milliseconds(10)
 
     public init() {}
 }

@@ -1,0 +1,182 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import HeraldClient
+import HeraldCore
+import HeraldHTTP2
+import HeraldHTTP2Transport
+import HeraldJSON
+import HeraldKit
+import HeraldOpenSSL
+import HeraldSimulator
+import HeraldTesting
+import Synchronization
+
+/// `herald bench lanes`: a campaign in the bulk lane and one-off notifications
+/// in the fast lane through one `HeraldClient`, to the HTTP/2 simulator served
+/// over TLS on loopback, whose answers come `--answer-ms` late (APNs' own
+/// latency, so the campaign fills every stream): how long a fast-lane
+/// notification takes from `send` to its outcome while the campaign is in
+/// flight, and what the fast lane costs the campaign, against the same
+/// campaign alone in the same run.
+struct BenchLanes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lanes",
+        abstract: "Fast-lane latency under a bulk campaign, and the campaign's rate beside the same campaign alone.",
+        discussion: """
+            One HeraldClient, one HTTP/2 connection (--streams concurrent streams) over TLS to the HTTP/2 \
+            simulator on loopback answering --answer-ms late. Runs (1) --count bulk-lane notifications \
+            (priority 5), sent in batches by --senders tasks, timed; (2) the same campaign again while one \
+            task sends a fast-lane notification (priority 10) every 1/--fast-rate s, each timed from send to \
+            outcome, from when the campaign is under way until it ends; (3) with --no-window-count > 0, \
+            that many bulk and the same fast sends with the client's bulk window off, for comparison. Goal \
+            (issue 30): fast-lane p99 under 50 ms, the campaign with fast traffic at least 0.9x alone.
+            """
+    )
+
+    @Option(help: "Bulk-lane notifications in the campaign.") var count = 1_000_000
+    @Option(help: "Tasks sending the campaign at once, each in batches of --batch (1,000 × 1,000: the whole campaign awaiting its outcomes).") var senders = 1000
+    @Option(help: "Notifications per batch send of the campaign.") var batch = 1000
+    @Option(help: "Fast-lane notifications per second while the campaign runs.") var fastRate = 100
+    @Option(help: "The simulator's answer latency, in milliseconds.") var answerMs = 20
+    @Option(help: "Concurrent streams on the connection.") var streams = 1000
+    @Option(help: "Bulk notifications in a third run with the client's bulk window off (0: not run).") var noWindowCount = 0
+
+    static let topic = "com.example.app"
+
+    static func request(_ i: Int, priority: UInt8) -> NotificationRequest {
+        var aps = APS()
+        aps.alert = Alert(body: priority == 10 ? "Your code is 123456" : "Spring sale: 20% off")
+        var g = SplitMix(seed: UInt64(i) &+ 0x30)
+        var words = (g.next(), g.next(), g.next(), g.next())
+        var r = NotificationRequest(token: withUnsafeBytes(of: &words) { DeviceToken(copying: $0) }, aps: aps, id: UInt32(truncatingIfNeeded: i), topic: topic)
+        r.priority = Priority(rawValue: priority)
+        return r
+    }
+
+    /// What one run measured.
+    struct Run {
+        var bulkPerSecond: Double
+        var fastMs: [Double]
+    }
+
+    func run() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("herald-bench-lanes-\(UUID().uuidString)").path
+        let certs = try ThrowawayCertificates.make(in: dir)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let signing = P256.Signing.PrivateKey()
+        let key = try ProviderTokenKey(pem: signing.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
+        let simulator = try BenchHTTP2.simulator(topic: Self.topic, key: key, maxStreams: streams)
+        let server = try await HTTP2SimulatorServer.start(
+            simulator: simulator, tls: .server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: nil),
+            answerDelay: .milliseconds(answerMs))
+
+        let batch = self.batch, tasks = senders, fastRate = self.fastRate, streams = self.streams
+        func campaign(_ bulk: Int, fast: Bool, window: Int?) async throws -> Run {
+            var c = HTTP2TransportConfiguration(
+                host: "127.0.0.1", port: server.port, tls: .client(identity: nil, trust: .caFile(certs.caCertificate)), providerToken: key)
+            c.serverName = "localhost"
+            c.delivery.connections = 1
+            c.maxStreamsPerConnection = streams
+            let client = try HeraldClient(
+                assembly: HeraldAssembly(), transport: try HTTP2Transport(configuration: c), options: .init(bulkWindow: window))
+            let runner = Task { try await client.run() }
+            // Connected and warm before the clock starts.
+            for i in 0..<10 where try await !client.send(Self.request(100_000_000 + i, priority: 10)).isAccepted { throw BenchError("lanes: warm-up send not accepted") }
+            let notAccepted = Counter(), started = Counter()
+            let campaignDone = Counter()
+            let batches = (bulk + batch - 1) / batch
+            let next = Counter()
+            var fastMs: [Double] = []
+            let seconds = try await measure {
+                try await withThrowingTaskGroup(of: [Double].self) { group in
+                    group.addTask {
+                        try await withThrowingDiscardingTaskGroup { sending in
+                            for _ in 0..<tasks {
+                                sending.addTask {
+                                    while true {
+                                        let b = next.take()
+                                        guard b < batches else { return }
+                                        let requests = (b * batch..<min(bulk, (b + 1) * batch)).map { Self.request($0, priority: 5) }
+                                        started.add()
+                                        for o in try await client.send(requests) where !o.isAccepted { notAccepted.add() }
+                                    }
+                                }
+                            }
+                        }
+                        campaignDone.add()
+                        return []
+                    }
+                    if fast {
+                        group.addTask {
+                            // From when the campaign is under way (every sender's first batch in) until it ends.
+                            while started.value < min(batches, tasks) { try await Task.sleep(for: .milliseconds(1)) }
+                            // Injected at the rate whatever the answers' latency: each send a task of its own.
+                            let clock = ContinuousClock()
+                            let every = Duration.seconds(1) / max(1, fastRate)
+                            var due = clock.now
+                            var i = 0
+                            let times = try await withThrowingTaskGroup(of: Double.self) { sends in
+                                while campaignDone.value == 0 {
+                                    let n = bulk + i
+                                    sends.addTask {
+                                        let start = clock.now
+                                        guard try await client.send(Self.request(n, priority: 10)).isAccepted else { throw BenchError("lanes: fast send \(n) not accepted") }
+                                        return (clock.now - start).inSeconds * 1000
+                                    }
+                                    i += 1
+                                    due += every
+                                    if due > clock.now { try await Task.sleep(until: due, clock: clock) }
+                                }
+                                var times: [Double] = []
+                                for try await t in sends { times.append(t) }
+                                return times
+                            }
+                            return times
+                        }
+                    }
+                    for try await times in group { fastMs += times }
+                }
+            }
+            client.shutdown()
+            try await runner.value
+            guard notAccepted.value == 0 else { throw BenchError("lanes: \(notAccepted.value) of \(bulk) bulk not accepted") }
+            let books = client.ledger.snapshot
+            guard books.isBalanced else { throw BenchError("lanes: books \(books)") }
+            return Run(bulkPerSecond: Double(bulk) / seconds, fastMs: fastMs.sorted())
+        }
+
+        let alone = try await campaign(count, fast: false, window: RequestQueue.defaultBulkWindow)
+        let mixed = try await campaign(count, fast: true, window: RequestQueue.defaultBulkWindow)
+        let noWindow = noWindowCount > 0 ? try await campaign(noWindowCount, fast: true, window: nil) : nil
+        await server.stop()
+
+        func percentile(_ xs: [Double], _ p: Double) -> Double { xs.isEmpty ? 0 : xs[min(xs.count - 1, Int(Double(xs.count) * p))] }
+        let ratio = mixed.bulkPerSecond / alone.bulkPerSecond
+        let p99 = percentile(mixed.fastMs, 0.99)
+        var r = JSONLine()
+        r.add("benchmark", "lanes")
+        r.add("bulk_notifications", count)
+        r.add("answer_ms", answerMs)
+        r.add("streams", streams)
+        r.add("bulk_window", RequestQueue.defaultBulkWindow)
+        r.add("bulk_alone_per_s", alone.bulkPerSecond, places: 0)
+        r.add("bulk_with_fast_per_s", mixed.bulkPerSecond, places: 0)
+        r.add("ratio_bulk_with_fast_to_alone", ratio, places: 3)
+        r.add("fast_sends", mixed.fastMs.count)
+        r.add("fast_p50_ms", percentile(mixed.fastMs, 0.5), places: 2)
+        r.add("fast_p99_ms", p99, places: 2)
+        r.add("fast_max_ms", mixed.fastMs.last ?? 0, places: 2)
+        if let noWindow {
+            r.add("no_window_bulk_notifications", noWindowCount)
+            r.add("no_window_bulk_per_s", noWindow.bulkPerSecond, places: 0)
+            r.add("no_window_fast_sends", noWindow.fastMs.count)
+            r.add("no_window_fast_p50_ms", percentile(noWindow.fastMs, 0.5), places: 2)
+            r.add("no_window_fast_p99_ms", percentile(noWindow.fastMs, 0.99), places: 2)
+        }
+        r.add("duplicates", simulator.counters.duplicates)
+        r.add("peak_rss_mib", peakResidentMiB(), places: 1)
+        r.add("goal_met", p99 < 50 && ratio >= 0.9)
+        r.print()
+    }
+}
