@@ -275,7 +275,7 @@ let package = Package(
         .testTarget(
             name: "HeraldClientTests",
             dependencies: [
-                "HeraldClient", "HeraldCore", "HeraldKit", "HeraldHTTP2", "HeraldSimulator", "HeraldJSON", "HeraldPayload", "HeraldTesting",
+                "HeraldClient", "HeraldCore", "HeraldKit", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldSimulator", "HeraldJSON", "HeraldPayload", "HeraldTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -50,14 +50,11 @@ final class ClientIntake: Sendable {
     let capacity: Int
     let state = Mutex(State())
     /// The requests taken, numbered, for the pipeline's source.
-    let requests: RequestQueue
+    let requests = RequestQueue()
     /// Outcomes on their way from the pipeline's observer to the callers (a lock of its own).
     let handoff = Mutex(Handoff())
 
-    init(capacity: Int, bulkWindow: Int? = RequestQueue.defaultBulkWindow) {
-        self.capacity = max(1, capacity)
-        requests = RequestQueue(bulkWindow: bulkWindow)
-    }
+    init(capacity: Int) { self.capacity = max(1, capacity) }
 
     // MARK: Callers
 

@@ -37,13 +37,14 @@ public final class HeraldClient: Service, Sendable {
     public struct Options: Sendable, Hashable {
         /// Notifications taken and not yet decided before `send` waits.
         public var maxUndecided: Int = 65_536
-        /// Bulk-lane notifications let into the pipeline while this many or more are in it
-        /// (handed on, not yet decided): the rest of a campaign waits at the intake, where a
-        /// fast-lane notification overtakes it (docs/apps.md, "Lanes"). Above the notifications a
-        /// transport needs in flight to stay busy (connections × streams for HTTP/2); `nil`: no
-        /// limit (a fast-lane notification then waits behind the campaign's part in the stages).
+        /// Bulk-lane notifications are let into the pipeline only while fewer than this many are in
+        /// it (handed on, not yet decided): the rest of a campaign waits at the intake, where a
+        /// fast-lane notification overtakes it (docs/apps.md, "Lanes"). `nil`: the transport's
+        /// (`LaneWindowing`: half the HTTP/2 transport's `maxQueued`, 8,192 by default; none for
+        /// transports without one, such as the binary interface's); 0: none (a fast-lane
+        /// notification then waits behind the campaign's part in the stages).
         public var bulkWindow: Int?
-        public init(maxUndecided: Int = 65_536, bulkWindow: Int? = 8192) {
+        public init(maxUndecided: Int = 65_536, bulkWindow: Int? = nil) {
             self.maxUndecided = maxUndecided
             self.bulkWindow = bulkWindow
         }
@@ -73,9 +74,10 @@ public final class HeraldClient: Service, Sendable {
         assembly: HeraldAssembly, transport: (any Transport)? = nil, observers: [any OutcomeObserver] = [],
         metrics: (any MetricsFactory)? = nil, options: Options = Options()
     ) throws {
-        let intake = ClientIntake(capacity: options.maxUndecided, bulkWindow: options.bulkWindow)
+        let intake = ClientIntake(capacity: options.maxUndecided)
         let ledger = OutcomeLedger(observers: observers)
         pipeline = try assembly.makePipeline(source: intake.requests.source, ledger: ledger, transport: transport, metrics: metrics)
+        intake.requests.setBulkWindow(options.bulkWindow ?? (pipeline.transport as? any LaneWindowing)?.bulkWindow)
         // Last: a caller resumes once the token store and every observer have seen its outcome.
         ledger.addObserver(ClientObserver(intake: intake))
         self.intake = intake

@@ -29,7 +29,7 @@ import NIOPosix
 ///
 /// No thread of Swift's cooperative pool blocks: the connections live on
 /// SwiftNIO event loops and OpenSSL works on memory buffers.
-public final class HTTP2Transport: Transport, TransportHealthReporting, TransportReporting, WireDescribing {
+public final class HTTP2Transport: Transport, TransportHealthReporting, TransportReporting, WireDescribing, LaneWindowing {
     public var wire: TransportWire { .http2 }
 
     public let configuration: HTTP2TransportConfiguration
@@ -66,6 +66,10 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
     }
 
     /// What the connections did, every driver's summed.
+    /// Half of `maxQueued` (8,192 by default): the bulk lane never fills the transport's window, so a
+    /// fast-lane batch never waits there for its room; well above what a connection's streams hold.
+    public var bulkWindow: Int { max(1, configuration.maxQueued / 2) }
+
     public var statistics: HTTP2TransportStatistics {
         var total = HTTP2TransportStatistics()
         var outages: [Duration] = []

@@ -19,7 +19,7 @@ import HeraldCore
 ///
 /// Built by the configuration's `apps` section (``HeraldAssembly/transport()``),
 /// or in code from any transports.
-public final class AppsTransport: Transport, TransportHealthReporting, TransportReporting, WireDescribing {
+public final class AppsTransport: Transport, TransportHealthReporting, TransportReporting, WireDescribing, LaneWindowing {
     /// One app: its name (a label in outcomes and metrics), the bundle identifiers it sends for,
     /// and its transport.
     public struct App: Sendable {
@@ -130,6 +130,9 @@ public final class AppsTransport: Transport, TransportHealthReporting, Transport
 
     /// Ready while any app can deliver (one app's refused credential must not take the service
     /// out of rotation for the others); unavailable, naming each app's reason, once none can.
+    /// The apps' windows together (an app whose transport has none counts as none: 0).
+    public var bulkWindow: Int { apps.reduce(0) { $0 + (($1.transport as? any LaneWindowing)?.bulkWindow ?? 0) } }
+
     public var health: TransportHealth {
         var reasons: [String] = []
         for (name, h) in appHealth {

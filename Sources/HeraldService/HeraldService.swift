@@ -135,6 +135,7 @@ public final class HeraldService: Sendable {
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
         pipeline = try makePipeline(intake.source, ledger, factory)
+        (intake as? MemoryIntake)?.queue.setBulkWindow((pipeline.transport as? any LaneWindowing)?.bulkWindow)
     }
 
     /// Whether new requests are refused (shutting down).

@@ -2,6 +2,7 @@ import Crypto
 import HeraldClient
 import HeraldCore
 import HeraldHTTP2
+import HeraldHTTP2Transport
 import HeraldKit
 import HeraldSimulator
 import Logging
@@ -96,10 +97,10 @@ struct HeraldClientTests {
     @Test("a fast-lane send overtakes a campaign: 20,000 bulk-lane notifications taken, the pipeline holding at most its bulk window of them, the rest waiting at the intake; a priority-10 send enters at once and its caller has its outcome while the campaign waits; then the campaign ends, every notification once")
     func fastLaneOvertakesCampaign() async throws {
         let gate = GateTransport(passFast: true)
-        let client = try HeraldClient(assembly: HeraldAssembly(), transport: gate)
+        let window = 8192
+        let client = try HeraldClient(assembly: HeraldAssembly(), transport: gate, options: .init(bulkWindow: window))
         let runner = Task { try await client.run() }
         let campaign = Task { try await client.send(Self.campaign(0..<20_000)) }
-        let window = RequestQueue.defaultBulkWindow
         #expect(await eventually { gate.heldCount >= window })
         try await Task.sleep(for: .milliseconds(200))
         #expect(gate.heldCount <= window + 512 && client.ledger.snapshot.entered <= UInt64(window + 512), "\(gate.heldCount) held")
@@ -114,6 +115,22 @@ struct HeraldClientTests {
         client.shutdown()
         try await runner.value
         #expect(client.ledger.snapshot.isBalanced && client.ledger.snapshot.entered == 20_001)
+    }
+
+    @Test("the bulk window is the transport's: none for a transport without one (the binary interface confirms in bulk), so a campaign enters whole; the HTTP/2 transport's is half its maxQueued")
+    func windowIsTheTransports() async throws {
+        let gate = GateTransport()
+        let client = try HeraldClient(assembly: HeraldAssembly(), transport: gate)
+        let runner = Task { try await client.run() }
+        let campaign = Task { try await client.send(Self.campaign(0..<20_000)) }
+        #expect(await eventually { gate.heldCount == 20_000 }, "\(gate.heldCount) held")
+        gate.release()
+        #expect(try await campaign.value.count == 20_000)
+        client.shutdown()
+        try await runner.value
+        var c = HTTP2TransportConfiguration(host: "localhost", port: 443, tls: .client(identity: nil, trust: .system))
+        c.maxQueued = 1000
+        #expect(try HTTP2Transport(configuration: c).bulkWindow == 500)
     }
 
     @Test("room by lane: with 16 undecided allowed, a campaign's callers fill 15 and wait; a fast-lane caller still finds room at once")

@@ -23,18 +23,21 @@ package final class RequestQueue: Sendable {
         var taker: UnsafeContinuation<Void, Never>?
     }
     let state = Mutex(State())
-    /// Bulk-lane requests the source lets into the pipeline while this many or more are in it
-    /// (entered, no outcome yet): the rest of a campaign waits here, where the fast lane overtakes
-    /// it, not in the stages' buffers ahead of it. `nil`: no limit.
-    package let bulkWindow: Int?
+    /// Bulk-lane requests the source lets into the pipeline only while fewer than this many are in
+    /// it (entered, no outcome yet): the rest of a campaign waits here, where the fast lane overtakes
+    /// it, not in the stages' buffers ahead of it. 0: no limit (the default; its owner sets the
+    /// transport's ``LaneWindowing/bulkWindow`` once the pipeline is built).
+    let window = Atomic<Int>(0)
 
-    package init(bulkWindow: Int? = RequestQueue.defaultBulkWindow) {
-        self.bulkWindow = bulkWindow.map { max(1, $0) }
+    package init() {}
+
+    /// Sets the bulk window (`nil` or 0: none).
+    package func setBulkWindow(_ window: Int?) { self.window.store(max(0, window ?? 0), ordering: .relaxed) }
+
+    package var bulkWindow: Int? {
+        let w = window.load(ordering: .relaxed)
+        return w == 0 ? nil : w
     }
-
-    /// Half the HTTP/2 transport's default `maxQueued` (16,384): bulk never fills the
-    /// transport's window, so a fast-lane batch does not wait there for the bulk lane's room.
-    package static let defaultBulkWindow = 8192
 
     /// Queues `requests` unless closed or `refuse(depth)` (the requests already
     /// queued) says why not. `numbered` sees their numbers before the source can
@@ -142,7 +145,7 @@ package final class RequestQueue: Sendable {
     /// Emits queued requests, each under its number, fast lane first, and
     /// flushes whenever it has nothing more to emit now, so a lone request is
     /// not held back waiting for a full batch. Bulk-lane requests enter only
-    /// while fewer than ``RequestQueue/bulkWindow`` are in the pipeline. The
+    /// while fewer than ``RequestQueue/bulkWindow`` are in the pipeline (when set). The
     /// pipeline stopping (a second signal abandons it) ends it at once: what is
     /// left stays queued, for its owner to record (``failQueued(_:reason:)``).
     package struct Source: NotificationSource {

@@ -93,6 +93,18 @@ public protocol Transport: Sendable {
     func abandon(_ reason: String)
 }
 
+/// A transport whose lanes gain from a short queue before it: bulk-lane requests
+/// are let into the pipeline ahead of it (by `herald serve`'s and `HeraldClient`'s
+/// in-memory intake) only while fewer than ``bulkWindow`` requests are in it, so a
+/// fast-lane request overtakes a campaign at the intake, not behind it in the
+/// stages' buffers. Transports that do not conform get no window: nothing limits
+/// what enters (the binary interface confirms in bulk, and would slow with a window).
+public protocol LaneWindowing: Sendable {
+    /// Requests the transport needs in flight to stay busy, and under which a fast-lane batch
+    /// never waits for the bulk lane's room in it.
+    var bulkWindow: Int { get }
+}
+
 /// Whether a transport can deliver now, for readiness probes (`herald serve`'s `/readyz`).
 public enum TransportHealth: Sendable, Hashable {
     case ready
