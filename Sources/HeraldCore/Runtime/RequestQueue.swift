@@ -21,6 +21,8 @@ package final class RequestQueue: Sendable {
         var closed = false
         /// The source, waiting for requests.
         var taker: UnsafeContinuation<Void, Never>?
+        /// A wait's timer fired before the wait began: the wait returns at once.
+        var poked = false
     }
     let state = Mutex(State())
     /// Bulk-lane requests the source lets into the pipeline only while fewer than this many are in
@@ -117,20 +119,29 @@ package final class RequestQueue: Sendable {
     /// Waits until a request is queued (with `timeout`: a fast-lane one, or `timeout` passes) or
     /// the queue closes.
     func waitForRequest(timeout: Duration?) async {
-        // A stale timer (its wait ended meanwhile) may wake a later wait early: that caller looks again.
+        // The timer wakes the wait, or, if it fires before the wait begins, marks it to return at
+        // once (so no wake-up is lost). A stale timer (its wait ended meanwhile) may wake a later
+        // wait early: that caller looks again.
         let timer = timeout.map { t in
             Task { [self] in
                 guard (try? await Task.sleep(for: t)) != nil else { return }
                 let taker = state.withLock { s -> UnsafeContinuation<Void, Never>? in
-                    defer { s.taker = nil }
-                    return s.taker
+                    guard let c = s.taker else {
+                        s.poked = true
+                        return nil
+                    }
+                    s.taker = nil
+                    return c
                 }
                 taker?.resume()
             }
         }
         await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in
-                if timeout == nil ? (s.closed || !s.queue.isEmpty) : s.queue.hasFast { return true }
+                if s.poked || (timeout == nil ? (s.closed || !s.queue.isEmpty) : s.queue.hasFast) {
+                    s.poked = false
+                    return true
+                }
                 s.taker = c
                 return false
             }
