@@ -58,6 +58,8 @@ struct BenchLanes: AsyncParsableCommand {
     struct Run {
         var bulkPerSecond: Double
         var fastMs: [Double]
+        /// The transport's bulk window (``LaneWindowing``).
+        var transportWindow: Int
     }
 
     func run() async throws {
@@ -78,8 +80,8 @@ struct BenchLanes: AsyncParsableCommand {
             c.serverName = "localhost"
             c.delivery.connections = 1
             c.maxStreamsPerConnection = streams
-            let client = try HeraldClient(
-                assembly: HeraldAssembly(), transport: try HTTP2Transport(configuration: c), options: .init(bulkWindow: window))
+            let transport = try HTTP2Transport(configuration: c)
+            let client = try HeraldClient(assembly: HeraldAssembly(), transport: transport, options: .init(bulkWindow: window))
             let runner = Task { try await client.run() }
             // Connected and warm before the clock starts.
             for i in 0..<10 where try await !client.send(Self.request(100_000_000 + i, priority: 10)).isAccepted { throw BenchError("lanes: warm-up send not accepted") }
@@ -143,7 +145,7 @@ struct BenchLanes: AsyncParsableCommand {
             guard notAccepted.value == 0 else { throw BenchError("lanes: \(notAccepted.value) of \(bulk) bulk not accepted") }
             let books = client.ledger.snapshot
             guard books.isBalanced else { throw BenchError("lanes: books \(books)") }
-            return Run(bulkPerSecond: Double(bulk) / seconds, fastMs: fastMs.sorted())
+            return Run(bulkPerSecond: Double(bulk) / seconds, fastMs: fastMs.sorted(), transportWindow: transport.bulkWindow)
         }
 
         // The transport's window (half its maxQueued), and none.
@@ -160,7 +162,7 @@ struct BenchLanes: AsyncParsableCommand {
         r.add("bulk_notifications", count)
         r.add("answer_ms", answerMs)
         r.add("streams", streams)
-        r.add("bulk_window", HTTP2TransportConfiguration(host: "localhost", port: 443, tls: .client(identity: nil, trust: .system)).maxQueued / 2)
+        r.add("bulk_window", mixed.transportWindow)
         r.add("bulk_alone_per_s", alone.bulkPerSecond, places: 0)
         r.add("bulk_with_fast_per_s", mixed.bulkPerSecond, places: 0)
         r.add("ratio_bulk_with_fast_to_alone", ratio, places: 3)

@@ -168,7 +168,6 @@ package final class RequestQueue: Sendable {
                 for q in batch { await sink.emit(q.request, sequence: q.sequence) }
                 if batch.isEmpty || queue.depth == 0 { await sink.flush() }
             }
-            await sink.flush()
         }
     }
 }

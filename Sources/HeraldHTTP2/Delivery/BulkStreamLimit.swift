@@ -15,8 +15,8 @@
 /// the streams the round's rate needs for half that delay (Little's law: the
 /// answers a second × (base + target / 2)); between half and all of the
 /// allowed delay it holds; under half, if it used its streams, it takes more
-/// (doubling every other round until the first sign of queueing, then an
-/// eighth a round). It starts at 64. It never
+/// (doubling every third round until queueing passes a quarter of the allowed
+/// delay, then an eighth a round). It starts at 64. It never
 /// goes below ``floor`` streams: the bulk lane is slowed, never stopped. The fast
 /// lane is never limited. Sans-I/O: every call carries `now`.
 public struct BulkStreamLimit: Sendable, Hashable {
@@ -24,7 +24,7 @@ public struct BulkStreamLimit: Sendable, Hashable {
     public let target: Duration?
     /// Bulk streams allowed now.
     public private(set) var limit: Int
-    /// Still doubling: no queueing seen yet.
+    /// Still doubling: queueing has not yet passed a quarter of the allowed delay.
     var growingFast = true
     /// The shortest round-trip in this window and the one before (the base is the shorter).
     var windowStart: Duration?

@@ -49,10 +49,16 @@ extension HTTP2DeliveryMachine {
         }
     }
 
-    /// Removes a stream from its connection; a retiring connection closes once empty.
-    mutating func endStream(_ stream: Int, now: Duration) -> InFlight? {
+    /// Stream `stream`'s request, no longer on a stream (the bulk lane's count kept with it).
+    mutating func takeInFlight(_ stream: Int) -> InFlight? {
         guard let f = inFlight.removeValue(forKey: stream) else { return nil }
         if f.item.lane == .bulk { bulkInFlight -= 1 }
+        return f
+    }
+
+    /// Removes a stream from its connection; a retiring connection closes once empty.
+    mutating func endStream(_ stream: Int, now: Duration) -> InFlight? {
+        guard let f = takeInFlight(stream) else { return nil }
         trimSendOrder()
         if let s = slot(of: f.connection) {
             slots[s].connection!.open.remove(stream)
@@ -78,8 +84,7 @@ extension HTTP2DeliveryMachine {
 
     mutating func resendOpenStreams(of conn: Connection, now: Duration) {
         for stream in conn.open.sorted() {
-            guard var f = inFlight.removeValue(forKey: stream) else { continue }
-            if f.item.lane == .bulk { bulkInFlight -= 1 }
+            guard var f = takeInFlight(stream) else { continue }
             resendUnanswered(&f.item, unprocessed: false, why: "the connection ended before an answer", now: now)
         }
         trimSendOrder()
