@@ -229,7 +229,7 @@ struct BenchQueue: AsyncParsableCommand {
     }
 
     /// The claim and the outcome write, bare: `pgbench` running the claim's two statements (the
-    /// lease, then its rows) for 500 queued rows and the statement that finishes them, on `clients`
+    /// lease, then its rows) for 500 queued rows (the fast lane's: the bench's requests are plain alerts) and the statement that finishes them, on `clients`
     /// connections, over `rows` freshly queued rows.
     static func pgbenchRate(
         _ pgbench: String, rows: Int, clients: Int, configuration c: PostgresQueueConfiguration, control: PostgresQueue, bodies: [String], dir: String
@@ -241,7 +241,7 @@ struct BenchQueue: AsyncParsableCommand {
         }
         let script = dir + "/claim-and-finish.sql"
         try """
-            SELECT coalesce((SELECT lease FROM herald_claim_lease('pgbench', 30, 1, 500)), 0) AS lease \\gset
+            SELECT coalesce((SELECT lease FROM herald_claim_lease('pgbench', 30, 1, 500, 'fast')), 0) AS lease \\gset
             SELECT quote_literal(coalesce(max(a.ids::text), '{}')) AS ids, sum((SELECT sum(length(b)) FROM unnest(a.bodies) AS b)) AS bytes
             FROM herald_leases l CROSS JOIN LATERAL (\(PostgresQueue.newRows(of: "l"))) a WHERE l.lease = :lease \\gset
             WITH durability AS (SELECT set_config('synchronous_commit', 'off', true)),

@@ -61,6 +61,7 @@ public final class PostgresIntake: NotificationIntake {
     public func submit(_ batch: IntakeBatch, key: IdempotencyKey?) async -> IntakeAnswer {
         if isClosed { return .refused(.closed) }
         let texts = batch.texts
+        let lanes = batch.requests.count == texts.count ? batch.requests.map(\.effectiveLane) : nil
         func accepted(_ ids: [Int64], replayed: Bool) -> IntakeAnswer {
             // A key reused for a batch of another length is the same key with another body.
             guard ids.count == texts.count else { return .keyConflict }
@@ -78,13 +79,13 @@ public final class PostgresIntake: NotificationIntake {
             if await depth() + texts.count > capacity { return .refused(.full) }
             let ids: [Int64]
             if let key {
-                switch try await queue.enqueueReturningIDs(texts, idempotencyKey: key.key, fingerprint: key.fingerprint, window: idempotencyWindow) {
+                switch try await queue.enqueueReturningIDs(texts, lanes: lanes, idempotencyKey: key.key, fingerprint: key.fingerprint, window: idempotencyWindow) {
                 case .enqueued(let new): ids = new
                 case .replayed(let old): return accepted(old, replayed: true)
                 case .conflict: return .keyConflict
                 }
             } else {
-                ids = try await queue.enqueueReturningIDs(texts)
+                ids = try await queue.enqueueReturningIDs(texts, lanes: lanes)
             }
             counted.withLock { c in c = c.map { ($0.count + ids.count, $0.at) } }
             return accepted(ids, replayed: false)

@@ -29,7 +29,9 @@ extension PostgresQueue {
     /// New rows are taken in batches (`herald_cursor`, schema 9): a batch is every row of the
     /// transactions that committed between two snapshots, so a row is claimable as soon as its
     /// transaction commits, whatever else is still open, and one that commits late falls in a
-    /// later batch. Rows are never updated; a claim inserts one lease row.
+    /// later batch. Each lane has a cursor of its own (schema 12), and a claim takes the fast
+    /// lane's rows first, the bulk lane keeping a tenth of the claim while it has rows waiting.
+    /// Rows are never updated; a claim inserts a lease row per lane it takes rows from.
     ///
     /// The lease is marked with `token` (``nextClaimToken()``): if the claim's answer is lost,
     /// ``recoverClaims(_:)`` finds it again, so this worker sends its rows once instead of
@@ -42,22 +44,24 @@ extension PostgresQueue {
     /// turn: `inFlight` is read once the claim's turn has come, and `leased` is told the leases the
     /// claim took before the next claim's turn, so that no claim of this queue's takes over a
     /// lease another of its claims took just before (one that waited through an outage longer
-    /// than a lease found it run out, took it over and sent its rows a second time).
+    /// than a lease found it run out, took it over and sent its rows a second time). Without `bulk`,
+    /// no new rows of the bulk lane (a worker holding all it may of a campaign still takes alerts).
     package func claim(
-        limit: Int, token: Int64, inFlight: @Sendable () -> [Int64], leased: @Sendable ([Int64]) -> Void
+        limit: Int, token: Int64, bulk: Bool = true, inFlight: @Sendable () -> [Int64], leased: @Sendable ([Int64]) -> Void
     ) async throws(QueueError) -> Claim {
         // Two statements: the first (its own transaction) takes the leases and commits, holding the
         // cursor only for that, one at a time from this queue (`leaseTurn`); the second reads their
         // rows. A failure between them leaves the leases under `token`, where recoverClaims(_:)
         // finds them.
         await leaseTurn.acquire(1)
-        let leasing = ClaimStatement(owner: owner, lease: configuration.lease.inSeconds, token: token, inFlight: inFlight(), limit: Int64(limit))
-        let leases: (fresh: Int64, taken: [Int64])
+        let leasing = ClaimStatement(
+            owner: owner, lease: configuration.lease.inSeconds, token: token, inFlight: inFlight(), limit: Int64(limit), bulk: bulk)
+        let leases: (fresh: [Int64], taken: [Int64])
         do {
             leases = try await named("claiming rows") { [self] in
-                var fresh: Int64 = 0, taken: [Int64] = []
+                var fresh: [Int64] = [], taken: [Int64] = []
                 for try await (lease, isNew) in try await prepared(leasing) {
-                    if isNew { fresh = lease } else { taken.append(lease) }
+                    if isNew { fresh.append(lease) } else { taken.append(lease) }
                 }
                 return (fresh, taken)
             }
@@ -65,9 +69,9 @@ extension PostgresQueue {
             leaseTurn.remove(1)
             throw error
         }
-        leased(leases.fresh == 0 ? leases.taken : [leases.fresh] + leases.taken)
+        leased(leases.fresh + leases.taken)
         leaseTurn.remove(1)
-        guard leases.fresh != 0 || !leases.taken.isEmpty else { return Claim(rows: [], emptyLeases: []) }
+        guard !leases.fresh.isEmpty || !leases.taken.isEmpty else { return Claim(rows: [], emptyLeases: []) }
         let reading = ClaimedRowsStatement(owner: owner, fresh: leases.fresh, taken: leases.taken)
         let claim = try await named("reading the rows of claimed leases") { [self] in
             try await Self.claimed(try await prepared(reading), capacity: limit)
@@ -129,10 +133,10 @@ extension PostgresQueue {
     }
 
     /// The rows of the lease `lease` (a row of `herald_leases`, or of a CTE returning its columns),
-    /// whichever way it names them: its ids, its place in a batch (schema 9) or its range
-    /// (`herald_lease_rows`).
+    /// whichever way it names them: its ids, its place in its lane's batch (schemas 9, 12) or its
+    /// range (`herald_lease_rows`).
     package static func leaseRows(of lease: String) -> String {
-        "herald_lease_rows(\(lease).ids, \(lease).lo_xid, \(lease).lo_id, \(lease).hi_xid, \(lease).hi_id, \(lease).lo_snap, \(lease).hi_snap)"
+        "herald_lease_rows(\(lease).ids, \(lease).lo_xid, \(lease).lo_id, \(lease).hi_xid, \(lease).hi_id, \(lease).lo_snap, \(lease).hi_snap, \(lease).lane)"
     }
 
     /// Rows no claim has taken yet, committed ones (`herald_unclaimed`, schema 9), at most `limit` (all: nil).
@@ -176,15 +180,18 @@ extension PostgresQueue {
     package static func newRows(of lease: String) -> String {
         """
         SELECT array_agg(b.id) AS ids, array_agg(b.body) AS bodies
-        FROM herald_batch(\(lease).lo_snap, \(lease).hi_snap, \(lease).lo_xid, \(lease).lo_id, \(lease).hi_xid, \(lease).hi_id, NULL) b
+        FROM herald_batch(\(lease).lo_snap, \(lease).hi_snap, \(lease).lo_xid, \(lease).lo_id, \(lease).hi_xid, \(lease).hi_id, NULL, \(lease).lane) b
         """
     }
 
     /// The first half of a claim (``PostgresQueue/claim(limit:inFlight:token:)``), its own
-    /// transaction: up to two leases whose time ran out taken over, then a new lease of up to `$5`
-    /// rows (`herald_claim_lease`, schema 11), committed; answers each lease's id and whether it
-    /// is the new one. Prepared, on the pool of generic plans: parsed and planned once per
-    /// connection. Planned anew on every claim, the claim took about 0.8 ms more of its 3-4 ms.
+    /// transaction: up to two leases whose time ran out taken over, then new leases of up to `$5`
+    /// rows in all (`herald_claim_lease`, schemas 11 and 12), committed; answers each lease's id
+    /// and whether it is new. The fast lane's rows come first: a lease of up to `$5` of them, less
+    /// a tenth kept for the bulk lane while it has rows waiting (its minimum share), then one of
+    /// the bulk lane's for the rest (none when `$6` is false). Prepared, on the pool of generic plans: parsed and planned
+    /// once per connection. Planned anew on every claim, the claim took about 0.8 ms more of its
+    /// 3-4 ms.
     struct ClaimStatement: PostgresPreparedStatement {
         static let sql = """
             WITH taken AS (
@@ -194,13 +201,21 @@ extension PostgresQueue {
                                   WHERE expires < now() AND (owner <> $1 OR NOT lease = ANY($4::bigint[]))
                                   ORDER BY expires LIMIT 2 FOR UPDATE SKIP LOCKED)
                 RETURNING l.lease
+            ), fast AS (
+                SELECT * FROM herald_claim_lease(
+                    $1, $2, $3, $5 - CASE WHEN $6 AND EXISTS (SELECT 1 FROM herald_unclaimed(1, 'bulk')) THEN $5 / 10 ELSE 0 END, 'fast')
+            ), bulk AS (
+                -- After the fast lane's (it reads how many that took): each lane's cursor is locked in one order.
+                SELECT * FROM herald_claim_lease($1, $2, $3, CASE WHEN $6 THEN $5 - coalesce((SELECT sum(taken) FROM fast), 0)::bigint ELSE 0 END, 'bulk')
             )
-            -- The leases taken over first: the new lease holds the cursor until this commits.
+            -- The leases taken over first: the new leases hold their cursors until this commits.
             SELECT t.lease, false FROM taken t
             UNION ALL
-            SELECT f.lease, true FROM herald_claim_lease($1, $2, $3, $5) f
+            SELECT f.lease, true FROM fast f
+            UNION ALL
+            SELECT b.lease, true FROM bulk b
             """
-        static let bindingDataTypes: [PostgresDataType] = [.text, .float8, .int8, .int8Array, .int8]
+        static let bindingDataTypes: [PostgresDataType] = [.text, .float8, .int8, .int8Array, .int8, .bool]
         typealias Row = (Int64, Bool)
 
         var owner: String
@@ -208,14 +223,16 @@ extension PostgresQueue {
         var token: Int64
         var inFlight: [Int64]
         var limit: Int64
+        var bulk: Bool
 
         func makeBindings() throws -> PostgresBindings {
-            var b = PostgresBindings(capacity: 5)
+            var b = PostgresBindings(capacity: 6)
             b.append(owner)
             b.append(lease)
             b.append(token)
             b.append(inFlight)
             b.append(limit)
+            b.append(bulk)
             return b
         }
 
@@ -223,7 +240,7 @@ extension PostgresQueue {
     }
 
     /// The second half of a claim: the rows of the leases the first took, with no lock held, one
-    /// row per lease as ``claimed(_:capacity:)`` reads it: the new lease's rows (`$2`; 0: none), then
+    /// row per lease as ``claimed(_:capacity:)`` reads it: the new leases' rows (`$2`), then
     /// the rows with no outcome yet of those taken over (`$3`). A lease another worker took
     /// meanwhile (this one's ran out in between) is not among them.
     struct ClaimedRowsStatement: PostgresPreparedStatement {
@@ -231,15 +248,15 @@ extension PostgresQueue {
             WITH taken AS (SELECT * FROM herald_leases WHERE lease = ANY($3::bigint[]) AND owner = $1)
             SELECT l.lease, l.attempts, a.ids, a.bodies
             FROM herald_leases l CROSS JOIN LATERAL (\(PostgresQueue.newRows(of: "l"))) a
-            WHERE l.lease = $2 AND l.owner = $1
+            WHERE l.lease = ANY($2::bigint[]) AND l.owner = $1
             UNION ALL
             \(PostgresQueue.unfinishedRows(of: "taken"))
             """
-        static let bindingDataTypes: [PostgresDataType] = [.text, .int8, .int8Array]
+        static let bindingDataTypes: [PostgresDataType] = [.text, .int8Array, .int8Array]
         typealias Row = ClaimRow
 
         var owner: String
-        var fresh: Int64
+        var fresh: [Int64]
         var taken: [Int64]
 
         func makeBindings() throws -> PostgresBindings {

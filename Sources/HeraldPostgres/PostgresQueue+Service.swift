@@ -1,3 +1,4 @@
+import HeraldCore
 import PostgresNIO
 
 /// What `herald serve` needs of the queue when it is its intake: rows with
@@ -6,17 +7,21 @@ extension PostgresQueue {
     /// Inserts request lines as queued rows and returns their ids, in the
     /// lines' order: the ids are taken from the table's sequence first, then
     /// the rows inserted with them, in one transaction.
-    public func enqueueReturningIDs(_ bodies: [String]) async throws(QueueError) -> [Int64] {
+    /// Each row's lane is `lanes`' (one per body), else its request's.
+    public func enqueueReturningIDs(_ bodies: [String], lanes: [Lane]? = nil) async throws(QueueError) -> [Int64] {
         guard !bodies.isEmpty else { return [] }
         let ids = try await named("enqueueing \(bodies.count) rows") { [self] in
-            try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, on: connection) }
+            try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, lanes: lanes, on: connection) }
         }
         wakeWorkers()
         return ids
     }
 
-    /// Takes ids from the sequence for `bodies` and inserts them as queued rows (in the caller's transaction).
-    func insertRows(_ bodies: [String], on connection: PostgresConnection) async throws -> [Int64] {
+    /// Takes ids from the sequence for `bodies` and inserts them as queued rows (in the caller's
+    /// transaction), each in its lane (`lanes`, else its request's).
+    func insertRows(_ bodies: [String], lanes: [Lane]?, on connection: PostgresConnection) async throws -> [Int64] {
+        let lanes = (lanes ?? bodies.map(Self.lane(of:))).map(\.description)
+        guard lanes.count == bodies.count else { throw QueueError("\(lanes.count) lanes for \(bodies.count) rows") }
         var ids: [Int64] = []
         ids.reserveCapacity(bodies.count)
         for try await id in try await connection.query(
@@ -24,7 +29,10 @@ extension PostgresQueue {
         ).decode(Int64.self) { ids.append(id) }
         var inserted = 0
         for try await n in try await connection.query(
-            "WITH i AS (INSERT INTO notifications (id, body) SELECT * FROM unnest(\(ids)::bigint[], \(bodies)::text[]) RETURNING 1) SELECT count(*) FROM i",
+            """
+            WITH i AS (INSERT INTO notifications (id, body, lane) SELECT * FROM unnest(\(ids)::bigint[], \(bodies)::text[], \(lanes)::text[]::herald_lane[]) RETURNING 1)
+            SELECT count(*) FROM i
+            """,
             logger: logger
         ).decode(Int.self) { inserted = n }
         guard inserted == bodies.count else { throw QueueError("\(inserted) of \(bodies.count) rows were inserted") }

@@ -7,15 +7,18 @@ extension PostgresQueue {
     /// Inserts request lines as queued rows, in one `COPY` (a third cheaper for the database than an
     /// `INSERT` of the same rows: the queue's end-to-end rate is bounded by the database's CPU); returns
     /// how many were inserted: all of them, or an error (the `COPY` is one statement). Idle workers
-    /// are woken once it has committed (``wakeWorkers()``).
-    public func enqueue(_ bodies: [String]) async throws(QueueError) -> Int {
+    /// are woken once it has committed (``wakeWorkers()``). Each row's lane is `lanes`' (one per
+    /// body), else its request's (``lane(of:)``).
+    public func enqueue(_ bodies: [String], lanes: [Lane]? = nil) async throws(QueueError) -> Int {
         guard !bodies.isEmpty else { return 0 }
+        let lanes = lanes ?? bodies.map(Self.lane(of:))
+        guard lanes.count == bodies.count else { throw QueueError("\(lanes.count) lanes for \(bodies.count) rows") }
         try await named("enqueueing \(bodies.count) rows") { [self] in
             try await client.withConnection { connection in
-                try await connection.copyFrom(table: "notifications", columns: ["body"], logger: logger) { writer in
+                try await connection.copyFrom(table: "notifications", columns: ["body", "lane"], logger: logger) { writer in
                     var buffer = ByteBufferAllocator().buffer(capacity: 64 * 1024)
-                    for body in bodies {
-                        Self.appendCopyText(body, to: &buffer)
+                    for (body, lane) in zip(bodies, lanes) {
+                        Self.appendCopyText(body, to: &buffer, then: lane)
                         if buffer.readableBytes >= 60 * 1024 {
                             try await writer.write(buffer)
                             buffer.clear()
@@ -29,8 +32,26 @@ extension PostgresQueue {
         return bodies.count
     }
 
+    /// The lane a request line is queued in: its request's (``NotificationRequest/effectiveLane``);
+    /// a line that does not decode goes in the fast lane (the worker that claims it drops it with
+    /// the reason at once).
+    package static func lane(of body: String) -> Lane {
+        var body = body
+        return body.withUTF8 { bytes in
+            guard let request = try? RequestDecoder().decode(line: UnsafeRawBufferPointer(bytes)) else { return .fast }
+            return request.effectiveLane
+        }
+    }
+
+    /// `text`, a tab and `lane`, as one line of `COPY`'s text format (`body`, `lane`).
+    static func appendCopyText(_ text: String, to buffer: inout ByteBuffer, then lane: Lane) {
+        appendCopyText(text, to: &buffer, ending: UInt8(ascii: "\t"))
+        buffer.writeString(lane.description)
+        buffer.writeInteger(UInt8(ascii: "\n"))
+    }
+
     /// `text` as one line of `COPY`'s text format: backslash, tab, newline and carriage return escaped.
-    package static func appendCopyText(_ text: String, to buffer: inout ByteBuffer) {
+    package static func appendCopyText(_ text: String, to buffer: inout ByteBuffer, ending: UInt8 = UInt8(ascii: "\n")) {
         var text = text
         text.withUTF8 { bytes in
             var start = 0
@@ -46,7 +67,7 @@ extension PostgresQueue {
             }
             buffer.writeBytes(UnsafeBufferPointer(rebasing: bytes[start...]))
         }
-        buffer.writeInteger(UInt8(ascii: "\n"))
+        buffer.writeInteger(ending)
     }
 
     /// Deletes these leases where this worker holds them (their rows are all finished).

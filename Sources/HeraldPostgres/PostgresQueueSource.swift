@@ -51,6 +51,8 @@ public struct PostgresQueueSource: NotificationSource {
         var emptyClaims = 0
         // Claims in flight, oldest first; emitted in that order.
         var ahead: [Task<[PostgresQueue.Claimed], any Error>] = []
+        // When this worker last looked for the fast lane's rows while at its limit, and the NOTIFY count then.
+        var fastLook = (notified: queue.notificationCount, at: ContinuousClock.now)
         while true {
             if stopping(sink) {
                 book.stopRequested.store(true, ordering: .releasing)
@@ -62,6 +64,21 @@ public struct PostgresQueueSource: NotificationSource {
             // Memory stays bounded when outcomes are written more slowly than rows are claimed:
             // no new claim while the worker holds more than a few batches.
             if book.held >= heldLimit && ahead.isEmpty {
+                // Holding all it may (a campaign, most likely), it still takes the fast lane's rows
+                // when woken, or every `poll`, up to twice the limit: an alert enqueued now must not
+                // wait until the campaign held here has gone out.
+                if book.held < 2 * heldLimit,
+                    queue.notificationCount != fastLook.notified || ContinuousClock.now - fastLook.at >= queue.configuration.poll
+                {
+                    fastLook = (queue.notificationCount, .now)
+                    do {
+                        let rows = try await claimBatch(bulk: false)
+                        if !rows.isEmpty { await emit(rows, into: sink) }
+                    } catch {
+                        onProblem("\(error); looking again in \(queue.configuration.poll)")
+                    }
+                    continue
+                }
                 try? await Task.sleep(for: .milliseconds(5))
                 continue
             }
@@ -117,11 +134,13 @@ public struct PostgresQueueSource: NotificationSource {
 
     /// Claims a batch, never under one of the leases this worker holds, and notes it in the book at
     /// once: from then on its leases are renewed, whether or not it has been emitted yet.
-    func claimBatch() async throws(QueueError) -> [PostgresQueue.Claimed] {
+    /// Without `bulk`, none of the bulk lane's new rows.
+    func claimBatch(bulk: Bool = true) async throws(QueueError) -> [PostgresQueue.Claimed] {
         let token = queue.nextClaimToken()
         do {
             let claim = try await queue.claim(
-                limit: queue.configuration.batch, token: token, inFlight: { [book] in book.leases }, leased: { [book] in book.reserve($0, token: token) })
+                limit: queue.configuration.batch, token: token, bulk: bulk, inFlight: { [book] in book.leases },
+                leased: { [book] in book.reserve($0, token: token) })
             return await noted(claim, tokens: [token])
         } catch {
             book.claimUnanswered(token)

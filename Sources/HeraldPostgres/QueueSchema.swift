@@ -302,6 +302,7 @@ public enum QueueSchema {
         snapshotClaims,
         quietInserts,
         shortClaims,
+        lanes,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.

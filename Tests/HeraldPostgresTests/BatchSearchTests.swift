@@ -3,9 +3,9 @@ import HeraldPostgres
 import HeraldTestSupport
 import Testing
 
-/// The functions that find a batch's rows (`herald_batch`, `herald_batch_end`, schema 11) against the
-/// batch's definition written plainly: the rows of transactions visible in `hi` and not in `lo`,
-/// after a place, in `(xid, id)` order. Rows get their `xid` by hand here, so any snapshots can be
+/// The functions that find a batch's rows (`herald_batch`, `herald_batch_end`, schemas 11 and 12) against
+/// the batch's definition written plainly: the rows of one lane's transactions visible in `hi` and not
+/// in `lo`, after a place, in `(xid, id)` order. Rows get their `xid` by hand here, so any snapshots can be
 /// written out; the functions read only the column and the snapshots.
 @Suite("Finding a batch's rows: herald_batch and herald_batch_end against the batch's definition", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
 struct BatchSearchTests {
@@ -19,8 +19,9 @@ struct BatchSearchTests {
             "SELECT setseed(0.\(seed)1)",
             // Transactions 1000-1079, each with 0 to 12 rows (ids in insertion order, as a sequence gives them).
             """
-            INSERT INTO notifications (xid, body)
-            SELECT x::text::xid8, 'row' FROM generate_series(1000, 1079) x, generate_series(1, 12) k
+            INSERT INTO notifications (xid, body, lane)
+            SELECT x::text::xid8, 'row', (CASE WHEN random() < 0.5 THEN 'fast' ELSE 'bulk' END)::herald_lane
+            FROM generate_series(1000, 1079) x, generate_series(1, 12) k
             WHERE k <= (hashint4(x * \(seed)) & 15) - 3 ORDER BY random()
             """,
             "CREATE TEMP TABLE answers (kind text, n int)",
@@ -29,7 +30,7 @@ struct BatchSearchTests {
             DECLARE
                 lo pg_snapshot; hi pg_snapshot; lo_min int; lo_max int; hi_max int;
                 ax xid8; aid bigint; ux xid8; uid bigint; lim bigint;
-                gx xid8; gid bigint; wx xid8; wid bigint;
+                gx xid8; gid bigint; gn bigint; wx xid8; wid bigint; wn bigint; ln herald_lane;
             BEGIN
                 FOR i IN 1..300 LOOP
                     lo_min := 1000 + (random() * 50)::int;
@@ -46,24 +47,26 @@ struct BatchSearchTests {
                     END IF;
                     SELECT n.xid, n.id INTO ux, uid FROM notifications n ORDER BY random() LIMIT 1;
                     lim := 1 + (random() * 40)::int;
+                    ln := (CASE WHEN random() < 0.5 THEN 'fast' ELSE 'bulk' END)::herald_lane;
 
-                    -- Where the next `lim` rows end.
-                    SELECT e.xid, e.id INTO gx, gid FROM herald_batch_end(lo, hi, ax, aid, lim) e;
-                    SELECT r.xid, r.id INTO wx, wid FROM (
+                    -- Where the next `lim` rows end, and how many they are.
+                    gx := NULL; gid := NULL; gn := NULL;
+                    SELECT e.xid, e.id, e.passed INTO gx, gid, gn FROM herald_batch_end(lo, hi, ax, aid, lim, ln) e;
+                    SELECT r.xid, r.id, count(*) OVER () INTO wx, wid, wn FROM (
                         SELECT n.xid, n.id FROM notifications n
-                        WHERE (n.xid, n.id) > (ax, aid) AND pg_visible_in_snapshot(n.xid, hi) AND NOT pg_visible_in_snapshot(n.xid, lo)
+                        WHERE n.lane = ln AND (n.xid, n.id) > (ax, aid) AND pg_visible_in_snapshot(n.xid, hi) AND NOT pg_visible_in_snapshot(n.xid, lo)
                         ORDER BY n.xid, n.id LIMIT lim) r
                     ORDER BY r.xid DESC, r.id DESC LIMIT 1;
-                    INSERT INTO answers VALUES (CASE WHEN (gx, gid) IS NOT DISTINCT FROM (wx, wid) THEN 'end ok' ELSE 'end wrong' END, 1);
+                    INSERT INTO answers VALUES (CASE WHEN (gx, gid, gn) IS NOT DISTINCT FROM (wx, wid, wn) THEN 'end ok' ELSE 'end wrong' END, 1);
                     INSERT INTO answers VALUES ('end found', CASE WHEN wx IS NULL THEN 0 ELSE 1 END);
 
                     -- The rows themselves, up to an upper bound, limited or not.
                     INSERT INTO answers
                     SELECT CASE WHEN got IS NOT DISTINCT FROM want THEN 'rows ok' ELSE 'rows wrong' END, coalesce(cardinality(want), 0)
-                    FROM (SELECT (SELECT array_agg(b.id ORDER BY b.xid, b.id) FROM herald_batch(lo, hi, ax, aid, ux, uid, l) b) AS got,
+                    FROM (SELECT (SELECT array_agg(b.id ORDER BY b.xid, b.id) FROM herald_batch(lo, hi, ax, aid, ux, uid, l, ln) b) AS got,
                                  (SELECT array_agg(s.id ORDER BY s.xid, s.id) FROM (
                                      SELECT n.xid, n.id FROM notifications n
-                                     WHERE (n.xid, n.id) > (ax, aid) AND (n.xid, n.id) <= (ux, uid)
+                                     WHERE n.lane = ln AND (n.xid, n.id) > (ax, aid) AND (n.xid, n.id) <= (ux, uid)
                                        AND pg_visible_in_snapshot(n.xid, hi) AND NOT pg_visible_in_snapshot(n.xid, lo)
                                      ORDER BY n.xid, n.id LIMIT l) s) AS want
                           FROM (VALUES (lim), (NULL::bigint)) v(l)) c;
@@ -104,15 +107,16 @@ struct BatchSearchTests {
         // A table of the size a queue has when this matters, its statistics taken (with a few
         // hundred rows the planner reads a whole transaction's rows and sorts them, rightly).
         try await cluster.psql(db, commands: [
-            "INSERT INTO notifications (xid, body) SELECT x::text::xid8, 'row' FROM generate_series(2000, 2007) x, generate_series(1, 5000) k",
+            // The bulk lane's rows beside them, in the same transactions: the fast lane's search skips them.
+            "INSERT INTO notifications (xid, body, lane) SELECT x::text::xid8, 'row', l::herald_lane FROM generate_series(2000, 2007) x, generate_series(1, 5000) k, (VALUES ('fast'), ('bulk')) v(l)",
             "VACUUM ANALYZE notifications",
         ])
-        let end = try await cluster.psql(db, "SELECT xid, id FROM herald_batch_end('\(lo)', '\(hi)', '0', 0, 2000)")
-        let first = try await cluster.psql(db, "SELECT xid, id FROM notifications WHERE xid = '2000' ORDER BY id OFFSET 1999 LIMIT 1")
-        let searched = try await entriesRead("SELECT * FROM herald_batch_end('\(lo)', '\(hi)', '0', 0, 2000)")
-        let listed = try await entriesRead("SELECT max(b.id) FROM herald_batch('\(lo)', '\(hi)', '0', 0, \(QueueSchema.lastPosition), 2000) b")
+        let end = try await cluster.psql(db, "SELECT xid, id, passed FROM herald_batch_end('\(lo)', '\(hi)', '0', 0, 2000, 'fast')")
+        let first = try await cluster.psql(db, "SELECT xid, id FROM notifications WHERE xid = '2000' AND lane = 'fast' ORDER BY id OFFSET 1999 LIMIT 1")
+        let searched = try await entriesRead("SELECT * FROM herald_batch_end('\(lo)', '\(hi)', '0', 0, 2000, 'fast')")
+        let listed = try await entriesRead("SELECT max(b.id) FROM herald_batch('\(lo)', '\(hi)', '0', 0, \(QueueSchema.lastPosition), 2000, 'fast') b")
         print("batch search: herald_batch_end read \(searched) index entries, herald_batch \(listed), to find the 2,000th row \(end)")
-        #expect(end == first)
+        #expect(end == first + "|2000")
         #expect(searched <= 2100, "herald_batch_end read \(searched) index entries for 2,000 rows")
         // What herald_claim_rows did to find the same place (versions 9 and 10): 2,000 of each transaction.
         #expect(listed >= 15_000, "herald_batch read \(listed)")

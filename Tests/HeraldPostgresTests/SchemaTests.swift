@@ -129,6 +129,50 @@ struct SchemaTests {
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
     }
 
+    @Test("a queue at version 11 moves to version 12 (lanes): its rows and leases are the fast lane's, a transaction open across the migration is sent once, new rows go in their lanes, every row once")
+    func fromVersion11() async throws {
+        let (cluster, db) = try await freshDatabase()
+        // Version 11 as an older herald left it: rows 1-10 from one transaction; lease 1 (rows 1-4)
+        // expired, its worker gone after writing row 1's outcome; lease 2 (rows 5 and 6) expired
+        // unwritten; rows 7-10 after the cursor.
+        // The rows in a transaction after the schema's: one that inserted them before it took the
+        // cursor's snapshot would find itself in it (a snapshot does not list its own transaction
+        // as running), and its rows already claimed, whenever a later transaction had ended first.
+        try await cluster.psql(db, schema(at: 11))
+        try await cluster.psql(db, requestLines(10).lines.map { "INSERT INTO notifications (body) VALUES ($b$\($0)$b$);\n" }.joined())
+        try await cluster.psql(db, commands: [
+            "SELECT * FROM herald_claim_lease('old', 30, 1, 4)",
+            "SELECT * FROM herald_claim_lease('old', 30, 2, 2)",
+            "UPDATE herald_leases SET expires = '-infinity'",
+            "INSERT INTO herald_outcomes (lease, first_id, ids, outcome, attempts, owner) VALUES (1, 1, '{1}', 'accepted', 1, 'old')",
+        ])
+        let before = try await tally(cluster, db)
+        let leases = try await cluster.psql(db, "SELECT lease, lo_xid, lo_id, hi_xid, hi_id, lo_snap, hi_snap FROM herald_leases")
+        #expect(before == ["done|accepted": 1, "leased|-": 5, "queued|-": 4], "\(before): \(leases)")
+
+        // A transaction that took its id before the migration and inserts a row after it.
+        let late = straggler(cluster, db, inserting: requestLines(11).lines[10])
+        try await Task.sleep(for: .milliseconds(500))
+
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db), owner: "new").start()
+        #expect(try await queue.migrate() == QueueSchema.Result(from: 11, to: QueueSchema.latestVersion))
+        _ = try await late.value
+        await #expect(try tally(cluster, db) == ["done|accepted": 1, "leased|-": 5, "queued|-": 5])
+        // Three rows of a campaign and two alerts, after the migration.
+        _ = try await queue.enqueue((11..<16).map { i in
+            #"{"id":\#(i),"token":"\#(goodToken)","alert":"n\#(i)"\#(i < 14 ? #","priority":5"# : "")}"#
+        })
+        #expect(try await queue.queuedCount() == 10)
+        await #expect(try cluster.psql(db, "SELECT string_agg(lane::text, ',' ORDER BY id) FROM notifications WHERE id > 11") == "bulk,bulk,bulk,fast,fast")
+        let run = try await drainWorker(queue)
+        await queue.close()
+        #expect(run.report.written == 15 && run.report.possibleDuplicates == 5 && run.snapshot.isBalanced, "\(run.report)")
+        await #expect(try tally(cluster, db) == ["done|accepted": 16])
+        await #expect(try cluster.psql(db, "SELECT string_agg(id || ':' || attempts || ':' || possible_duplicate, ',' ORDER BY id) FROM herald_rows WHERE id <= 11")
+            == "1:1:false,2:2:true,3:2:true,4:2:true,5:2:true,6:2:true,7:1:false,8:1:false,9:1:false,10:1:false,11:1:false")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
+    }
+
     @Test("a queue at version 5 moves to version 6: each outcome becomes a group of one under the lease holding its row, so a claim taking that lease over sends only the rows without one")
     func fromVersion5() async throws {
         let (cluster, db) = try await freshDatabase()
