@@ -50,7 +50,10 @@ let package = Package(
         // The model, the stage protocols, the actor runtime and the ledger.
         .target(
             name: "HeraldCore",
-            dependencies: ["HeraldJSON", .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "DequeModule", package: "swift-collections")]
+            dependencies: [
+                "HeraldJSON", .product(name: "CoreMetrics", package: "swift-metrics"), .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ]
         ),
         // Payload builder and size guard (issue 3).
         .target(name: "HeraldPayload", dependencies: ["HeraldJSON", "HeraldCore"]),

@@ -22,14 +22,14 @@ public struct SendOutcome: Sendable, Hashable, CustomStringConvertible {
     public var reason: String? {
         switch record.outcome {
         case .rejected(let s): return s.description
-        case .dropped(let r), .failed(let r): return r.message
+        case .dropped(let r), .failed(let r), .cancelled(let r): return r.message
         case .accepted, .suppressed: return nil
         }
     }
     /// The code a program acts on for `dropped` and `failed` (`.gatewayUnreachable`, `.abandoned`…).
     public var reasonCode: OutcomeReason.Code? {
         switch record.outcome {
-        case .dropped(let r), .failed(let r): return r.code
+        case .dropped(let r), .failed(let r), .cancelled(let r): return r.code
         default: return nil
         }
     }

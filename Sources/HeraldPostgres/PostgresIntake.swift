@@ -119,6 +119,7 @@ extension PostgresQueue.Row {
             // A binary-interface status is a byte; an HTTP/2 answer's is its HTTP status, with APNs' reason.
             outcome = .rejected(s < 256 && s >= 0 ? Status(rawValue: UInt8(s)) : Status(http: s, reason: reason))
         case "dropped": outcome = .dropped(why)
+        case "cancelled": outcome = .cancelled(why)
         default: outcome = .failed(why)
         }
         var record = OutcomeRecord(sequence: id, line: nil, id: nil, token: nil, outcome: outcome, apnsID: apnsID)

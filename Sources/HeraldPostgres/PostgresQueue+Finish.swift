@@ -55,7 +55,7 @@ extension PostgresQueue {
             case .rejected(let status):
                 g.status = Int32(clamping: status.rawValue)
                 g.reason = status.description
-            case .dropped(let why), .failed(let why):
+            case .dropped(let why), .failed(let why), .cancelled(let why):
                 g.code = why.code.name
                 g.reason = why.message
             case .accepted, .suppressed:

@@ -21,6 +21,9 @@ public struct ServiceConfiguration: Sendable {
     public var maxBodyBytes = 8 << 20
     /// Requests queued for the pipeline before `POST` answers 429.
     public var queueCapacity = 100_000
+    /// Scheduled sends (`send-at` to come) held in memory before `POST` answers 429 (without the
+    /// PostgreSQL queue: with it they wait in the database).
+    public var scheduledCapacity = 100_000
     /// Outcomes kept for `GET /v1/notifications/{id}`.
     public var keepOutcomes = 1_000_000
     /// A connection that sends nothing for this long is closed: an idle keep-alive
@@ -43,7 +46,7 @@ public struct ServiceConfiguration: Sendable {
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
-    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `keepOutcomes`, `idleTimeoutSeconds`, `headerTimeoutSeconds`,
+    /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `scheduled`, `keepOutcomes`, `idleTimeoutSeconds`, `headerTimeoutSeconds`,
     /// `idempotencyHours`, `idempotencyKeys`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> ServiceConfiguration {
         var c = ServiceConfiguration()
@@ -51,6 +54,7 @@ public struct ServiceConfiguration: Sendable {
         c.port = try node.int("port", in: 0...65535) ?? c.port
         if let mib = try node.int("maxBodyMiB", in: 1...1024) { c.maxBodyBytes = mib << 20 }
         c.queueCapacity = try node.int("queue", in: 1...100_000_000) ?? c.queueCapacity
+        c.scheduledCapacity = try node.int("scheduled", in: 1...100_000_000) ?? c.scheduledCapacity
         c.keepOutcomes = try node.int("keepOutcomes", in: 1...100_000_000) ?? c.keepOutcomes
         if let s = try node.int("idleTimeoutSeconds", in: 1...3600) { c.idleTimeout = .seconds(s) }
         if let s = try node.int("headerTimeoutSeconds", in: 1...600) { c.headerTimeout = .seconds(s) }
@@ -184,7 +188,7 @@ public final class HeraldService: Sendable {
             let s = service
             s.running.store(true, ordering: .relaxed)
             defer { s.running.store(false, ordering: .relaxed) }
-            s.intake.pipelineStarting()
+            s.intake.pipelineStarting(ledger: s.ledger)
             await withTaskCancellationHandler {
                 await withGracefulShutdownHandler {
                     do { _ = try await s.pipeline.run() } catch { s.logger.error("pipeline stopped: \(error)") }
@@ -258,6 +262,31 @@ public final class HeraldService: Sendable {
             let (status, body) = Self.answer(id, await self.intake.state(of: id))
             return Self.json(status, body, retryAfter: status == .serviceUnavailable)
         }
+        authenticated.delete("/v1/notifications/:notification") { _, context in
+            guard let text = context.parameters.get("notification"), let id = UInt64(text) else {
+                return Self.json(.badRequest, #"{"error":"the id is a notification number"}"#)
+            }
+            let (status, body) = Self.cancelAnswer(id, await self.intake.cancel(id))
+            return Self.json(status, body, retryAfter: status == .serviceUnavailable)
+        }
+    }
+
+    /// `DELETE /v1/notifications/{id}`'s answer: 200 with the `cancelled` outcome, as `GET` answers
+    /// it; 409 with what it is when it can no longer be cancelled (on its way, or decided); 404
+    /// when there is no such notification; 503 when the intake's storage did not answer.
+    static func cancelAnswer(_ id: UInt64, _ result: CancelAnswer) -> (status: HTTPResponse.Status, body: [UInt8]) {
+        switch result {
+        case .cancelled(let record): return answer(id, .decided(record))
+        case .unavailable(let why): return answer(id, .unavailable(why))
+        case .notCancelled(let state):
+            switch state {
+            case .pending:
+                return (.conflict, answer(id, state, error: "not cancelled: it is on its way (only a scheduled send whose send-at has not come can be cancelled)").body)
+            case .decided:
+                return (.conflict, answer(id, state, error: "not cancelled: it is decided already").body)
+            default: return answer(id, state)
+            }
+        }
     }
 
     /// `GET /readyz`: ready while the pipeline runs, the intake is open and the transport can deliver.
@@ -277,8 +306,8 @@ public final class HeraldService: Sendable {
 
     /// `GET /v1/notifications/{id}`'s answer, one shape whatever the intake:
     /// `{"notification":17,"state":"decided","outcome":{…the outcome line…}}`,
-    /// `"state":"pending"`, or 404 / 503 with an `error`.
-    static func answer(_ id: UInt64, _ state: NotificationState) -> (status: HTTPResponse.Status, body: [UInt8]) {
+    /// `"state":"pending"`, or 404 / 503 with an `error` (`error` adds one to the others).
+    static func answer(_ id: UInt64, _ state: NotificationState, error: String? = nil) -> (status: HTTPResponse.Status, body: [UInt8]) {
         var w = JSONWriter(capacity: 200)
         w.raw("{\"notification\":")
         w.int(Int(clamping: id))
@@ -301,6 +330,10 @@ public final class HeraldService: Sendable {
             w.raw(",\"error\":")
             w.string(why)
             status = .serviceUnavailable
+        }
+        if let error {
+            w.raw(",\"error\":")
+            w.string(error)
         }
         w.raw("}")
         return (status, w.bytes)

@@ -1,4 +1,5 @@
 import HeraldCore
+import Synchronization
 
 /// `herald serve`'s intake without a queue: requests wait in memory (a
 /// `RequestQueue`, at most `queueCapacity`), ids are the pipeline's sequence numbers,
@@ -7,14 +8,17 @@ import HeraldCore
 /// ``OutcomeIndex``. What is still queued when the pipeline stops is recorded
 /// failed.
 final class MemoryIntake: NotificationIntake {
-    let queue = RequestQueue()
+    let queue: RequestQueue
     let capacity: Int
+    /// The pipeline's ledger, where a cancelled notification's outcome is recorded (set as it starts).
+    let ledger = Mutex<OutcomeLedger?>(nil)
     let idempotency: IdempotencyKeys
     let outcomes: OutcomeIndex
     var source: any NotificationSource { queue.source }
 
     init(configuration: ServiceConfiguration, outcomes: OutcomeIndex) {
         capacity = configuration.queueCapacity
+        queue = RequestQueue(scheduleCapacity: configuration.scheduledCapacity)
         idempotency = IdempotencyKeys(window: configuration.idempotencyWindow, capacity: configuration.idempotencyKeys)
         self.outcomes = outcomes
     }
@@ -49,6 +53,21 @@ final class MemoryIntake: NotificationIntake {
         case .forgotten: return .forgotten
         case .unknown: return .unknown
         }
+    }
+
+    func pipelineStarting(ledger: OutcomeLedger) { self.ledger.withLock { $0 = ledger } }
+
+    /// A scheduled send whose time has not come: taken out of the queue and recorded `cancelled`
+    /// (its outcome then answers GET, the outcomes file and the webhook like any other).
+    func cancel(_ id: UInt64) async -> CancelAnswer {
+        guard let ledger = ledger.withLock({ $0 }), let q = queue.cancel(id) else { return .notCancelled(await state(of: id)) }
+        var record = OutcomeRecord(
+            sequence: q.sequence, line: nil, id: q.request.id, token: q.request.token,
+            outcome: .cancelled(OutcomeReason(.cancelled, "cancelled by DELETE /v1/notifications/\(id) before its send-at")))
+        record.app = q.request.app
+        ledger.enter(CollectionOfOne(q.sequence), count: 1)
+        ledger.record(record)
+        return .cancelled(record)
     }
 
     func depth() async -> Int { queue.depth }

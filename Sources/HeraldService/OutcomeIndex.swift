@@ -53,7 +53,7 @@ public final class OutcomeIndex: OutcomeObserver {
             // APNs' reasons are short words; anything else a server sends is "other", so labels stay few.
             let word = s.reason.map { r in r.utf8.count <= 40 && r.utf8.allSatisfy { $0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber) } ? r : "other" }
             return "\(s.rawValue) \(word ?? s.description)"
-        case .dropped(let r), .failed(let r): return r.code.name
+        case .dropped(let r), .failed(let r), .cancelled(let r): return r.code.name
         case .accepted, .suppressed: return nil
         }
     }

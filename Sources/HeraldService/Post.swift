@@ -62,6 +62,8 @@ extension HeraldService {
             return json(.tooManyRequests, #"{"error":"the queue is full: nothing of this batch was taken; retry later"}"#, retryAfter: true)
         case .closed:
             return shuttingDown
+        case .scheduleFull(let capacity):
+            return json(.tooManyRequests, errorBody("\(capacity) scheduled sends (send-at) already wait in memory, as many as serve.scheduledCapacity allows: nothing of this batch was taken; retry later, or give the service a queue section (the database holds scheduled sends)"), retryAfter: true)
         }
     }
 

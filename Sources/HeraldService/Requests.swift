@@ -24,7 +24,7 @@ struct MethodGuard: RouterMiddleware {
         case "/healthz", "/readyz", "/metrics", "/openapi.yaml": return [.get, .head]
         default:
             let rest = path.dropFirst("/v1/notifications/".count)
-            return path.hasPrefix("/v1/notifications/") && !rest.isEmpty && !rest.contains("/") ? [.get, .head] : nil
+            return path.hasPrefix("/v1/notifications/") && !rest.isEmpty && !rest.contains("/") ? [.get, .head, .delete] : nil
         }
     }
 

@@ -110,7 +110,10 @@ struct ServeTests {
             [checks.positive_data_acceptance]
             expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
             """.write(toFile: dir + "/schemathesis.toml", atomically: true, encoding: .utf8)
-        let command = "cd \"$0\" && \"$1\" --config-file schemathesis.toml run http://127.0.0.1:\(port)/openapi.yaml -H 'Authorization: Bearer a-test-token-0123456789abcdef' --checks all -n 50 --generation-deterministic --no-color"
+        // Every check but use_after_free: a cancelled notification is still there (DELETE ends it
+        // with the outcome `cancelled`, which GET answers: every notification ends in one recorded
+        // outcome), so "deleted, then still found" is this API's design, not a fault.
+        let command = "cd \"$0\" && \"$1\" --config-file schemathesis.toml run http://127.0.0.1:\(port)/openapi.yaml -H 'Authorization: Bearer a-test-token-0123456789abcdef' --checks all --exclude-checks use_after_free -n 50 --generation-deterministic --no-color"
         let (status, out, err) = try await runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", command, dir, st])
         #expect(status == 0, "schemathesis: \(out.suffix(3000)) \(err.suffix(1000))")
         #expect(out.contains("No issues found"), "\(out.suffix(2000))")

@@ -43,6 +43,7 @@ struct NotificationStateTests {
             (.dropped(OutcomeReason(.payloadTooLarge, "payload is 4,200 bytes")), nil),
             (.failed(OutcomeReason(.abandoned, "abandoned: a second signal came")), nil),
             (.failed("the service stopped before sending it"), nil),
+            (.cancelled(OutcomeReason(.cancelled, "cancelled by DELETE /v1/notifications/12")), nil),
         ]
         for (outcome, apnsID) in records {
             let record = OutcomeRecord(sequence: 12, line: nil, id: nil, token: nil, outcome: outcome, apnsID: apnsID)
@@ -50,7 +51,7 @@ struct NotificationStateTests {
             var status: Int?, code: String?, reason: String?
             switch outcome {
             case .rejected(let s): status = s.rawValue; reason = s.description
-            case .dropped(let r), .failed(let r): code = r.code == .unspecified ? nil : r.code.name; reason = r.message
+            case .dropped(let r), .failed(let r), .cancelled(let r): code = r.code == .unspecified ? nil : r.code.name; reason = r.message
             case .accepted, .suppressed: break
             }
             for duplicate in [false, true] {

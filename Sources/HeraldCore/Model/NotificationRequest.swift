@@ -38,6 +38,7 @@ public struct NotificationRequest: Sendable, Hashable {
         @usableFromInline var apnsID: String?
         @usableFromInline var channelID: String?
         @usableFromInline var app: String?
+        @usableFromInline var sendAt: Int64?
         @usableFromInline init() {}
     }
 
@@ -54,6 +55,10 @@ public struct NotificationRequest: Sendable, Hashable {
     /// (the request's `app` key); `nil` routes it by its topic. Without `apps` it is a label the
     /// outcome carries, nothing more.
     @inlinable public var app: String? { get { headers.storage?.value.app } set { if newValue != nil || headers.storage != nil { headers.value.app = newValue } } }
+    /// When to send it (the request's `send-at`), in milliseconds since the UNIX epoch; `nil` sends
+    /// it now. It waits until then where it was taken in: `herald serve`'s and `HeraldClient`'s
+    /// memory, or the PostgreSQL queue.
+    @inlinable public var sendAt: Int64? { get { headers.storage?.value.sendAt } set { if newValue != nil || headers.storage != nil { headers.value.sendAt = newValue } } }
     /// Whether this is a broadcast push to a channel rather than a push to one device.
     @inlinable public var isBroadcast: Bool { headers.storage?.value.channelID != nil }
 
@@ -99,6 +104,13 @@ public struct Lane: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension NotificationRequest {
+    /// Why a scheduled request (one with a ``sendAt``) is not to be sent now: its `expiry` passed
+    /// while it waited; nil to send it. A request sent at once is APNs' to judge.
+    public func expiredBeforeSending(nowMilliseconds now: Int64) -> OutcomeReason? {
+        guard let due = sendAt, let e = expiry, e != 0, Int64(e) * 1_000 < now else { return nil }
+        return OutcomeReason(.expired, "expired before sending: its expiry (\(e)) passed while it waited for its send-at (\(due))")
+    }
+
     /// The lane it travels in: its own ``lane``, else the bulk lane for priority 5 or 1 and for
     /// background pushes, and the fast lane for the rest (priority 10, which APNs assumes when
     /// none is given, and time-sensitive or critical alerts whatever their priority).

@@ -10,6 +10,8 @@ public enum Outcome: Sendable, Hashable, CustomStringConvertible {
     case suppressed
     /// Herald gave up on it (retries exhausted, shutdown deadline, transport error).
     case failed(OutcomeReason)
+    /// Cancelled before it was sent (a scheduled send, `DELETE /v1/notifications/{id}`).
+    case cancelled(OutcomeReason)
 
     /// The outcome's kind as used in the JSON Lines output.
     public var kind: Kind {
@@ -19,11 +21,12 @@ public enum Outcome: Sendable, Hashable, CustomStringConvertible {
         case .dropped: return .dropped
         case .suppressed: return .suppressed
         case .failed: return .failed
+        case .cancelled: return .cancelled
         }
     }
 
     public enum Kind: String, Sendable, Hashable, CaseIterable {
-        case accepted, rejected, dropped, suppressed, failed
+        case accepted, rejected, dropped, suppressed, failed, cancelled
     }
 
     public var description: String {
@@ -33,6 +36,7 @@ public enum Outcome: Sendable, Hashable, CustomStringConvertible {
         case .dropped(let r): return "dropped(\(r))"
         case .suppressed: return "suppressed"
         case .failed(let r): return "failed(\(r))"
+        case .cancelled(let r): return "cancelled(\(r))"
         }
     }
 }
@@ -76,6 +80,12 @@ public struct OutcomeReason: Sendable, Hashable, CustomStringConvertible, Expres
         /// The request names an app the configuration's `apps` section does not have, or its
         /// topic belongs to none of them.
         public static let unknownApp: Code = "unknown-app"
+        /// Its `expiry` passed while it waited for its `send-at`: APNs would not have delivered it.
+        public static let expired: Code = "expired"
+        /// Cancelled before it was sent (`DELETE /v1/notifications/{id}`, ``HeraldClient``'s cancel).
+        public static let cancelled: Code = "cancelled"
+        /// More scheduled sends wait than the service holds in memory.
+        public static let scheduleFull: Code = "schedule-full"
         /// APNs kept answering "try again" (429, 500, 503) until the attempts ran out.
         public static let apnsUnavailable: Code = "apns-unavailable"
     }

@@ -31,7 +31,7 @@ extension OutcomeRecord {
         case .rejected(let s):
             w.raw(",\"status\":"); w.int(s.rawValue)
             w.raw(",\"reason\":"); w.string(s.description)
-        case .dropped(let reason), .failed(let reason):
+        case .dropped(let reason), .failed(let reason), .cancelled(let reason):
             w.raw(",\"reason\":"); w.string(reason.message)
             if reason.code != .unspecified { w.raw(",\"code\":"); w.string(reason.code.name) }
         case .accepted, .suppressed: break

@@ -54,6 +54,7 @@ public struct RequestDecoder: Sendable {
                 guard let lane = Lane.named(try string(v, key)) else { throw RequestError("\"lane\" must be \"fast\" or \"bulk\"") }
                 r.lane = lane
             case "language": r.language = try string(v, key)
+            case "send-at": r.sendAt = try Self.sendAt(v)
             case "expiry":
                 guard let n = v.numberValue?.intValue, n >= 0, n <= Int(UInt32.max) else {
                     throw RequestError("\"expiry\" must be UNIX seconds (0 to \(UInt32.max))")
@@ -94,7 +95,7 @@ public struct RequestDecoder: Sendable {
             }
         }
         if r.rawPayload != nil {
-            let structured = o.keys.filter { !["token", "channel-id", "id", "topic", "app", "lane", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id"].contains($0) }
+            let structured = o.keys.filter { !["token", "channel-id", "id", "topic", "app", "lane", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id", "send-at"].contains($0) }
             if !structured.isEmpty {
                 throw RequestError("\"payload\" (raw form) cannot be combined with \(structured.map { "\"\($0)\"" }.joined(separator: ", "))")
             }
@@ -184,6 +185,24 @@ public struct RequestDecoder: Sendable {
         (1...64).contains(s.utf8.count) && s.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
         }
+    }
+
+    /// `send-at`: RFC 3339 text or epoch milliseconds.
+    static func sendAt(_ v: JSONValue) throws(RequestError) -> Int64 {
+        if let text = v.stringValue {
+            guard let ms = SendAt.milliseconds(rfc3339: text) else {
+                throw RequestError("\"send-at\" must be an RFC 3339 date-time such as 2026-11-27T18:30:00Z, got \"\(text.prefix(40))\"")
+            }
+            return ms
+        }
+        guard let n = v.numberValue?.intValue, n >= 0 else {
+            throw RequestError("\"send-at\" must be an RFC 3339 date-time or epoch milliseconds")
+        }
+        guard Int64(n) >= SendAt.smallestMilliseconds else {
+            throw RequestError("\"send-at\" \(n) is epoch milliseconds before 1973: seconds? (multiply by 1000)")
+        }
+        guard Int64(n) <= SendAt.largestMilliseconds else { throw RequestError("\"send-at\" \(n) is after the year 9999") }
+        return Int64(n)
     }
 
     static func appName(_ s: String) throws(RequestError) -> String {

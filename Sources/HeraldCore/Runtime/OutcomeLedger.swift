@@ -128,6 +128,7 @@ public final class OutcomeLedger: Sendable {
         case .dropped: return 2
         case .suppressed: return 3
         case .failed: return 4
+        case .cancelled: return 5
         }
     }
 
@@ -136,7 +137,7 @@ public final class OutcomeLedger: Sendable {
         state.withLock { s in
             LedgerSnapshot(
                 entered: s.entered, accepted: s.counts[0], rejected: s.counts[1], dropped: s.counts[2],
-                suppressed: s.counts[3], failed: s.counts[4], violations: s.violations)
+                suppressed: s.counts[3], failed: s.counts[4], cancelled: s.counts[5], violations: s.violations)
         }
     }
 }
@@ -149,10 +150,11 @@ public struct LedgerSnapshot: Sendable, Hashable, CustomStringConvertible {
     public var dropped: UInt64
     public var suppressed: UInt64
     public var failed: UInt64
+    public var cancelled: UInt64 = 0
     public var violations: [String]
 
     /// Requests that ended, whatever the outcome.
-    public var ended: UInt64 { accepted + rejected + dropped + suppressed + failed }
+    public var ended: UInt64 { accepted + rejected + dropped + suppressed + failed + cancelled }
     /// Requests still without an outcome.
     public var pending: Int64 { Int64(entered) - Int64(ended) }
     /// Every request that entered ended exactly once.
@@ -165,11 +167,13 @@ public struct LedgerSnapshot: Sendable, Hashable, CustomStringConvertible {
         case .dropped: return dropped
         case .suppressed: return suppressed
         case .failed: return failed
+        case .cancelled: return cancelled
         }
     }
 
     public var description: String {
         "entered \(entered): accepted \(accepted), rejected \(rejected), dropped \(dropped), suppressed \(suppressed), failed \(failed)"
+            + (cancelled != 0 ? ", cancelled \(cancelled)" : "")
             + (pending != 0 ? ", PENDING \(pending)" : "") + (violations.isEmpty ? "" : ", \(violations.count) violations")
     }
 }

@@ -31,6 +31,12 @@ public protocol NotificationIntake: Sendable {
     func notificationID(ofSequence sequence: UInt64) -> UInt64?
     /// Called as the pipeline starts.
     func pipelineStarting()
+    /// Called as the pipeline starts, with its ledger (where a cancelled notification's outcome
+    /// is recorded); the default calls ``pipelineStarting()``.
+    func pipelineStarting(ledger: OutcomeLedger)
+    /// Cancels notification `id` if it has not gone out: a scheduled send whose `send-at` has not
+    /// come. The default cancels nothing (an intake that holds no scheduled sends).
+    func cancel(_ id: UInt64) async -> CancelAnswer
     /// Called once the pipeline has stopped: what was taken but never reached
     /// the pipeline is recorded into `ledger` as failed with `reason`; what the
     /// intake still owes (outcomes not yet written back) is finished. Returns a
@@ -43,6 +49,18 @@ extension NotificationIntake {
     public var observers: [any OutcomeObserver] { [] }
     public func notificationID(ofSequence sequence: UInt64) -> UInt64? { sequence }
     public func pipelineStarting() {}
+    public func pipelineStarting(ledger: OutcomeLedger) { pipelineStarting() }
+    public func cancel(_ id: UInt64) async -> CancelAnswer { .notCancelled(await state(of: id)) }
+}
+
+/// What ``NotificationIntake/cancel(_:)`` did.
+public enum CancelAnswer: Sendable, Hashable {
+    /// Cancelled: it will never be sent; its outcome (`cancelled`).
+    case cancelled(OutcomeRecord)
+    /// Not cancelled: what it is (pending: on its way, or queued to go now; decided; unknown).
+    case notCancelled(NotificationState)
+    /// The intake's storage did not answer: nothing was cancelled.
+    case unavailable(String)
 }
 
 /// Requests for an intake, in order; with ``NotificationIntake/keepsText`` each with its JSON text.
@@ -76,6 +94,9 @@ public enum IntakeRefusal: Error, Sendable, Hashable {
     case full
     /// Shutting down: no new requests.
     case closed
+    /// The batch's scheduled sends (`send-at`) would be more than the intake holds in memory
+    /// (`capacity`): retry later, or use the queue, which holds them in the database.
+    case scheduleFull(capacity: Int)
 }
 
 /// What an intake did with a batch.

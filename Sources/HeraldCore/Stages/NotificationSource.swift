@@ -95,6 +95,23 @@ public final class SourceSink {
         ledger.record(OutcomeRecord(sequence: sequence, line: line, id: id, token: token, outcome: .dropped(OutcomeReason(.invalidRequest, where_ + reason))))
     }
 
+    /// Ends a decoded request without sending it: `dropped` with `reason`, under `sequence` (a
+    /// number the source gave, as ``emit(_:sequence:line:)`` takes) or the next one.
+    nonisolated(nonsending) package func emitDropped(_ request: NotificationRequest, sequence: UInt64? = nil, line: Int? = nil, reason: OutcomeReason) async {
+        await flush()
+        let number: UInt64
+        if let sequence {
+            number = sequence
+        } else {
+            number = nextSequence
+            nextSequence += 1
+        }
+        ledger.enter(CollectionOfOne(number), count: 1)
+        var record = OutcomeRecord(sequence: number, line: line, id: request.id, token: request.token, outcome: .dropped(reason))
+        record.app = request.app
+        ledger.record(record)
+    }
+
     /// Emits envelopes a source built on another thread (``JSONLinesSource``
     /// decodes chunks of lines in parallel): each is numbered where it lies
     /// (whatever `sequence` it had is overwritten). Batches are formed as
