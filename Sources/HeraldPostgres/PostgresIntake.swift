@@ -61,7 +61,7 @@ public final class PostgresIntake: NotificationIntake {
     public func submit(_ batch: IntakeBatch, key: IdempotencyKey?) async -> IntakeAnswer {
         if isClosed { return .refused(.closed) }
         let texts = batch.texts
-        let lanes = batch.requests.count == texts.count ? batch.requests.map(\.effectiveLane) : nil
+        let placements = batch.requests.count == texts.count ? batch.requests.map(PostgresQueue.Placement.init) : nil
         func accepted(_ ids: [Int64], replayed: Bool) -> IntakeAnswer {
             // A key reused for a batch of another length is the same key with another body.
             guard ids.count == texts.count else { return .keyConflict }
@@ -79,18 +79,34 @@ public final class PostgresIntake: NotificationIntake {
             if await depth() + texts.count > capacity { return .refused(.full) }
             let ids: [Int64]
             if let key {
-                switch try await queue.enqueueReturningIDs(texts, lanes: lanes, idempotencyKey: key.key, fingerprint: key.fingerprint, window: idempotencyWindow) {
+                switch try await queue.enqueueReturningIDs(texts, placements: placements, idempotencyKey: key.key, fingerprint: key.fingerprint, window: idempotencyWindow) {
                 case .enqueued(let new): ids = new
                 case .replayed(let old): return accepted(old, replayed: true)
                 case .conflict: return .keyConflict
                 }
             } else {
-                ids = try await queue.enqueueReturningIDs(texts, lanes: lanes)
+                ids = try await queue.enqueueReturningIDs(texts, placements: placements)
             }
             counted.withLock { c in c = c.map { ($0.count + ids.count, $0.at) } }
             return accepted(ids, replayed: false)
         } catch {
             return .unavailable("the queue's database did not take the batch (nothing of it was queued): \(error)")
+        }
+    }
+
+    /// Cancels row `id` if it is held for its `send-at` (its outcome, `cancelled`, is written with
+    /// it); otherwise what it is.
+    public func cancel(_ id: UInt64) async -> CancelAnswer {
+        let reason = OutcomeReason(.cancelled, "cancelled by DELETE /v1/notifications/\(id) before its send-at")
+        do {
+            switch try await queue.cancel(Int64(clamping: id), reason: reason) {
+            case .cancelled:
+                return .cancelled(OutcomeRecord(sequence: id, line: nil, id: nil, token: nil, outcome: .cancelled(reason)))
+            case .notHeld:
+                return .notCancelled(await state(of: id))
+            }
+        } catch {
+            return .unavailable("\(error)")
         }
     }
 

@@ -41,7 +41,7 @@ extension PostgresQueue {
     /// `.conflict`. A key older than the window is taken as new. Two services
     /// given one key at once: the second waits for the first's transaction.
     public func enqueueReturningIDs(
-        _ bodies: [String], lanes: [Lane]? = nil, idempotencyKey key: String, fingerprint: String, window: Duration
+        _ bodies: [String], placements: [Placement]? = nil, idempotencyKey key: String, fingerprint: String, window: Duration
     ) async throws(QueueError) -> KeyedEnqueue {
         let seconds = window.inSeconds
         let result = try await named("enqueueing \(bodies.count) rows under an idempotency key") { [self] in
@@ -66,7 +66,7 @@ extension PostgresQueue {
                     }
                     return found
                 }
-                let ids = try await insertRows(bodies, lanes: lanes, on: connection)
+                let ids = try await insertRows(bodies, placements: placements, on: connection)
                 try await connection.query("UPDATE herald_idempotency SET ids = \(ids) WHERE key = \(key)", logger: logger)
                 return .enqueued(ids)
             }

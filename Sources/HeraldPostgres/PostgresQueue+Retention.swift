@@ -27,7 +27,10 @@ extension PostgresQueue {
                         RETURNING ids
                     ), d AS (
                         DELETE FROM notifications WHERE id IN (SELECT unnest(ids) FROM o) RETURNING 1
-                    ) SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM d)
+                    ), c AS (
+                        -- Cancelled scheduled rows (schema 13) go with their outcome.
+                        DELETE FROM herald_scheduled WHERE id IN (SELECT unnest(ids) FROM o) RETURNING 1
+                    ) SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM d) + (SELECT count(*) FROM c)
                     """, logger: logger)
                 for try await (g, d) in rows.decode((Int, Int).self) { answer = (g, d) }
                 return answer

@@ -7,21 +7,24 @@ extension PostgresQueue {
     /// Inserts request lines as queued rows and returns their ids, in the
     /// lines' order: the ids are taken from the table's sequence first, then
     /// the rows inserted with them, in one transaction.
-    /// Each row's lane is `lanes`' (one per body), else its request's.
-    public func enqueueReturningIDs(_ bodies: [String], lanes: [Lane]? = nil) async throws(QueueError) -> [Int64] {
+    /// Each row's lane and `send-at` are `placements`' (one per body), else its request's.
+    public func enqueueReturningIDs(_ bodies: [String], placements: [Placement]? = nil) async throws(QueueError) -> [Int64] {
         guard !bodies.isEmpty else { return [] }
         let ids = try await named("enqueueing \(bodies.count) rows") { [self] in
-            try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, lanes: lanes, on: connection) }
+            try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, placements: placements, on: connection) }
         }
         wakeWorkers()
         return ids
     }
 
     /// Takes ids from the sequence for `bodies` and inserts them as queued rows (in the caller's
-    /// transaction), each in its lane (`lanes`, else its request's).
-    func insertRows(_ bodies: [String], lanes: [Lane]?, on connection: PostgresConnection) async throws -> [Int64] {
-        let lanes = (lanes ?? bodies.map(Self.lane(of:))).map(\.description)
-        guard lanes.count == bodies.count else { throw QueueError("\(lanes.count) lanes for \(bodies.count) rows") }
+    /// transaction), each in its lane (`placements`, else its request's); a row with a `send-at`
+    /// is held in `herald_scheduled` under its id.
+    func insertRows(_ bodies: [String], placements: [Placement]?, on connection: PostgresConnection) async throws -> [Int64] {
+        let placements = placements ?? bodies.map(Placement.init(of:))
+        guard placements.count == bodies.count else { throw QueueError("\(placements.count) placements for \(bodies.count) rows") }
+        let now = placements.indices.filter { placements[$0].sendAt == nil }
+        let lanes = now.map { placements[$0].lane.description }
         var ids: [Int64] = []
         ids.reserveCapacity(bodies.count)
         for try await id in try await connection.query(
@@ -30,12 +33,17 @@ extension PostgresQueue {
         var inserted = 0
         for try await n in try await connection.query(
             """
-            WITH i AS (INSERT INTO notifications (id, body, lane) SELECT * FROM unnest(\(ids)::bigint[], \(bodies)::text[], \(lanes)::text[]::herald_lane[]) RETURNING 1)
+            WITH i AS (
+                INSERT INTO notifications (id, body, lane)
+                SELECT * FROM unnest(\(now.map { ids[$0] })::bigint[], \(now.map { bodies[$0] })::text[], \(lanes)::text[]::herald_lane[])
+                RETURNING 1)
             SELECT count(*) FROM i
             """,
             logger: logger
         ).decode(Int.self) { inserted = n }
-        guard inserted == bodies.count else { throw QueueError("\(inserted) of \(bodies.count) rows were inserted") }
+        guard inserted == now.count else { throw QueueError("\(inserted) of \(now.count) rows were inserted") }
+        try await insertScheduled(
+            placements.indices.filter { placements[$0].sendAt != nil }.map { (ids[$0], bodies[$0], placements[$0]) }, on: connection)
         return ids
     }
 
@@ -53,7 +61,7 @@ extension PostgresQueue {
 
     /// One row as the service reports it.
     public struct Row: Sendable, Hashable {
-        /// `queued`, `leased` or `done`.
+        /// `queued`, `leased` or `done`; `scheduled` while it waits for its `send-at`.
         public var state: String
         public var outcome: String?
         public var status: Int?
@@ -96,7 +104,9 @@ extension PostgresQueue {
                     state: state, outcome: outcome, status: status, reasonCode: code, reason: reason, apnsID: apnsID,
                     possibleDuplicate: duplicate, attempts: attempts)
             }
-            return found
+            // Not in `notifications`: held for its send-at, or cancelled there.
+            if let found { return found }
+            return try await heldRow(id)
         }
     }
 }

@@ -7,18 +7,22 @@ extension PostgresQueue {
     /// Inserts request lines as queued rows, in one `COPY` (a third cheaper for the database than an
     /// `INSERT` of the same rows: the queue's end-to-end rate is bounded by the database's CPU); returns
     /// how many were inserted: all of them, or an error (the `COPY` is one statement). Idle workers
-    /// are woken once it has committed (``wakeWorkers()``). Each row's lane is `lanes`' (one per
-    /// body), else its request's (``lane(of:)``).
-    public func enqueue(_ bodies: [String], lanes: [Lane]? = nil) async throws(QueueError) -> Int {
+    /// are woken once it has committed (``wakeWorkers()``). Each row's lane and `send-at` are
+    /// `placements`' (one per body), else its request's (``Placement/init(of:)``); a row with a
+    /// `send-at` is held in `herald_scheduled` (schema 13) until then, inserted in the same
+    /// transaction.
+    public func enqueue(_ bodies: [String], placements: [Placement]? = nil) async throws(QueueError) -> Int {
         guard !bodies.isEmpty else { return 0 }
-        let lanes = lanes ?? bodies.map(Self.lane(of:))
-        guard lanes.count == bodies.count else { throw QueueError("\(lanes.count) lanes for \(bodies.count) rows") }
+        let placements = placements ?? bodies.map(Placement.init(of:))
+        guard placements.count == bodies.count else { throw QueueError("\(placements.count) placements for \(bodies.count) rows") }
+        let held = placements.indices.filter { placements[$0].sendAt != nil }
         try await named("enqueueing \(bodies.count) rows") { [self] in
-            try await client.withConnection { connection in
+            @Sendable func copy(_ connection: PostgresConnection) async throws {
+                guard held.count < bodies.count else { return }
                 try await connection.copyFrom(table: "notifications", columns: ["body", "lane"], logger: logger) { writer in
                     var buffer = ByteBufferAllocator().buffer(capacity: 64 * 1024)
-                    for (body, lane) in zip(bodies, lanes) {
-                        Self.appendCopyText(body, to: &buffer, then: lane)
+                    for (body, placement) in zip(bodies, placements) where placement.sendAt == nil {
+                        Self.appendCopyText(body, to: &buffer, then: placement.lane)
                         if buffer.readableBytes >= 60 * 1024 {
                             try await writer.write(buffer)
                             buffer.clear()
@@ -27,20 +31,56 @@ extension PostgresQueue {
                     if buffer.readableBytes > 0 { try await writer.write(buffer) }
                 }
             }
+            if held.isEmpty {
+                try await client.withConnection { try await copy($0) }
+            } else {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await copy(connection)
+                    try await insertScheduled(held.map { (nil, bodies[$0], placements[$0]) }, on: connection)
+                }
+            }
         }
         wakeWorkers()
         return bodies.count
     }
 
-    /// The lane a request line is queued in: its request's (``NotificationRequest/effectiveLane``);
-    /// a line that does not decode goes in the fast lane (the worker that claims it drops it with
-    /// the reason at once).
-    package static func lane(of body: String) -> Lane {
-        var body = body
-        return body.withUTF8 { bytes in
-            guard let request = try? RequestDecoder().decode(line: UnsafeRawBufferPointer(bytes)) else { return .fast }
-            return request.effectiveLane
+    /// Where a row goes: its lane, and its `send-at` (milliseconds since the epoch) when it is held until then.
+    public struct Placement: Sendable, Hashable {
+        public var lane: Lane
+        public var sendAt: Int64?
+        public init(lane: Lane, sendAt: Int64? = nil) {
+            self.lane = lane
+            self.sendAt = sendAt
         }
+        /// The request's lane and `send-at`.
+        public init(_ request: NotificationRequest) { self.init(lane: request.effectiveLane, sendAt: request.sendAt) }
+        /// A request line's: its request's (a line that does not decode goes in the fast lane, now:
+        /// the worker that claims it drops it with the reason at once).
+        public init(of body: String) {
+            var body = body
+            let request = body.withUTF8 { bytes in try? RequestDecoder().decode(line: UnsafeRawBufferPointer(bytes)) }
+            self = request.map(Placement.init) ?? Placement(lane: .fast)
+        }
+    }
+
+    /// Inserts rows held until their `send-at` (ids given, or drawn from the notifications' sequence).
+    func insertScheduled(_ rows: [(id: Int64?, body: String, placement: Placement)], on connection: PostgresConnection) async throws {
+        guard !rows.isEmpty else { return }
+        let ids = rows.map { $0.id ?? -1 }, bodies = rows.map(\.body), lanes = rows.map { $0.placement.lane.description }
+        let times = rows.map { $0.placement.sendAt ?? 0 }
+        var inserted = 0
+        for try await n in try await connection.query(
+            """
+            WITH i AS (
+                INSERT INTO herald_scheduled (id, body, lane, send_at)
+                SELECT CASE WHEN u.id < 0 THEN nextval(pg_get_serial_sequence('notifications', 'id')) ELSE u.id END,
+                       u.body, u.lane::herald_lane, to_timestamp(u.ms / 1000.0)
+                FROM unnest(\(ids)::bigint[], \(bodies)::text[], \(lanes)::text[], \(times)::bigint[]) AS u(id, body, lane, ms)
+                RETURNING 1)
+            SELECT count(*) FROM i
+            """, logger: logger
+        ).decode(Int.self) { inserted = n }
+        guard inserted == rows.count else { throw QueueError("\(inserted) of \(rows.count) scheduled rows were inserted") }
     }
 
     /// `text`, a tab and `lane`, as one line of `COPY`'s text format (`body`, `lane`).
@@ -110,6 +150,7 @@ extension PostgresQueue {
             try await count(
                 """
                 SELECT (EXISTS (SELECT 1 FROM \(unescaped: Self.unclaimed(limit: 1)))
+                     OR EXISTS (SELECT 1 FROM herald_scheduled WHERE cancelled_at IS NULL AND send_at <= now())
                      OR EXISTS (SELECT 1 FROM herald_leases WHERE owner <> \(owner) OR NOT lease = ANY(\(inFlight)::bigint[])))::int
                 """) > 0
         }

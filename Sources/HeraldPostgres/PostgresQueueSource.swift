@@ -43,6 +43,9 @@ public struct PostgresQueueSource: NotificationSource {
     static let claimsAhead = 2
 
     public func produce(into sink: SourceSink) async throws {
+        // Scheduled rows whose time has come are moved where claims find them, beside the claiming.
+        let releaser = Task { await releaseScheduled() }
+        defer { releaser.cancel() }
         var failures = 0
         // Claims in a row that found nothing: the wait after each grows from a few milliseconds to
         // `poll`. A claim finds nothing while another worker's claim holds the rows after the
@@ -128,6 +131,36 @@ public struct PostgresQueueSource: NotificationSource {
         }
     }
 
+    /// Moves scheduled rows to `notifications` as their time comes (schema 13): every quarter of
+    /// a second, at once again while there are more, and when a `NOTIFY` comes (a producer's
+    /// rows, some perhaps due already). Any worker's release serves every worker. Ends when
+    /// cancelled (``produce(into:)`` returning) or told to stop claiming.
+    func releaseScheduled() async {
+        var failures = 0
+        let stop = { [book] in Task.isCancelled || book.stopRequested.load(ordering: .acquiring) }
+        while !stop() {
+            let notified = queue.notificationCount
+            do {
+                let moved = try await queue.releaseDue(limit: Self.releaseBatch)
+                failures = 0
+                if moved == Self.releaseBatch { continue }
+            } catch {
+                // Cancelled with its statement under way: the worker is done, and so is this.
+                if stop() { return }
+                failures += 1
+                let delay = BackoffPolicy.queueDatabase.bound(afterFailures: failures)
+                onProblem("\(error); retrying in \(delay)")
+                try? await Task.sleep(for: delay)
+                continue
+            }
+            await queue.waitForNotification(timeout: Self.releaseInterval, since: notified, stop: stop)
+        }
+    }
+
+    /// Scheduled rows moved per statement, and how often a worker looks for rows whose time has come.
+    static let releaseBatch = 5_000
+    static let releaseInterval: Duration = .milliseconds(250)
+
     /// The pipeline is shutting down, or the worker was told to stop claiming
     /// (``LeaseBook/stopRequested``: a service's intake closed).
     func stopping(_ sink: SourceSink) -> Bool { sink.isStopping || book.stopRequested.load(ordering: .acquiring) }
@@ -179,10 +212,16 @@ public struct PostgresQueueSource: NotificationSource {
     /// sequence number); a row that is not a valid request is emitted as invalid.
     func emit(_ rows: [PostgresQueue.Claimed], into sink: SourceSink) async {
         book.hold(rows, from: sink.emitted)
+        let now = RequestQueue.wallMilliseconds()
         for row in rows {
             var body = row.body
             switch body.withUTF8({ RequestLine.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
-            case .request(let request): await sink.emit(request, line: Int(row.id))
+            case .request(let request):
+                if let expired = request.expiredBeforeSending(nowMilliseconds: now) {
+                    await sink.emitDropped(request, line: Int(row.id), reason: expired)
+                } else {
+                    await sink.emit(request, line: Int(row.id))
+                }
             case .invalid(let reason, let id, let token): await sink.emitInvalid(line: Int(row.id), reason: reason, id: id, token: token, lineKey: lineKey)
             }
         }

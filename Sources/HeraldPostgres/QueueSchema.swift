@@ -303,6 +303,7 @@ public enum QueueSchema {
         quietInserts,
         shortClaims,
         lanes,
+        scheduled,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.

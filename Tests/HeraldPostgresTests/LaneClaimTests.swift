@@ -44,7 +44,7 @@ struct LaneClaimTests {
         _ = try await queue.enqueue((0..<1000).map { Self.line($0, .bulk) })
         _ = try await queue.enqueue((1000..<1010).map { Self.line($0, .fast) })
         func lanes(_ claim: PostgresQueue.Claim) -> (fast: [Int64], bulk: Int) {
-            let fast = claim.rows.filter { PostgresQueue.lane(of: $0.body) == .fast }.map(\.id)
+            let fast = claim.rows.filter { PostgresQueue.Placement(of: $0.body).lane == .fast }.map(\.id)
             return (fast, claim.rows.count - fast.count)
         }
         let first = lanes(try await queue.claim(limit: 100))
