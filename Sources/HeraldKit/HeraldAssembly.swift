@@ -138,7 +138,9 @@ public struct HeraldAssembly: Sendable {
         var context = TransportContext(
             payloadLimit: sizeLimit(for: configuredWire).bytes, logger: logger, threads: configuration.pipeline.effectiveThreads)
         guard !configuration.apps.isEmpty else {
-            return try registry.makeTransport(configuration.transportType, options: configuration.transportOptions, context: context)
+            return try Self.paced(
+                try registry.makeTransport(configuration.transportType, options: configuration.transportOptions, context: context),
+                options: configuration.transportOptions)
         }
         context.providerTokens = ProviderTokenPool()
         var apps: [AppsTransport.App] = []
@@ -151,11 +153,33 @@ public struct HeraldAssembly: Sendable {
             context.logger[metadataKey: "app"] = "\(spec.name)"
             apps.append(AppsTransport.App(
                 name: spec.name, topics: spec.topics,
-                transport: try registry.makeTransport(spec.transportType, options: spec.transportOptions, context: context)))
+                transport: try Self.paced(
+                    try registry.makeTransport(spec.transportType, options: spec.transportOptions, context: context), options: spec.transportOptions)))
         }
         do { return try AppsTransport(apps: apps) } catch {
             throw ConfigError(file: configuration.root.file, key: "apps", message: error.message)
         }
+    }
+
+    /// `transport` behind a ``PacedTransport`` when its section has `pacing` (docs/apps.md,
+    /// "Pacing"): `perSecond` (the transport's, so the app's, rate) with `burst`,
+    /// `perTokenSeconds` (the least time between two notifications to one device token) with
+    /// `collapse`, and `maxHeld`.
+    static func paced(_ transport: any Transport, options: ConfigNode) throws -> any Transport {
+        guard options.has("pacing") else { return transport }
+        let p = try options.child("pacing")
+        let perSecond = try p.double("perSecond")
+        if let r = perSecond, !(r > 0 && r <= 10_000_000) { throw p.error("perSecond", "must be more than 0 and at most 10,000,000, got \(r)") }
+        let perToken = try p.double("perTokenSeconds")
+        if let s = perToken, !(s > 0 && s <= 86_400) { throw p.error("perTokenSeconds", "must be more than 0 and at most 86,400 (a day), got \(s)") }
+        guard perSecond != nil || perToken != nil else {
+            throw p.error("perSecond", "give perSecond (the rate for this transport), perTokenSeconds (the least time between two notifications to one device), or both")
+        }
+        let collapse = try p.bool("collapse") ?? false
+        if collapse && perToken == nil { throw p.error("collapse", "collapses what waits for a device token's pace: give perTokenSeconds too") }
+        let rules = Pacer.Rules(
+            perSecond: perSecond, burst: try p.int("burst", in: 1...10_000_000), perToken: perToken.map { .seconds($0) }, collapse: collapse)
+        return PacedTransport(transport, rules: rules, maxHeld: try p.int("maxHeld", in: 1...100_000_000) ?? 100_000)
     }
 
     /// A pipeline from `source` through the configured stages to the configured transport.

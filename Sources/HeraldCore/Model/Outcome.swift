@@ -84,6 +84,9 @@ public struct OutcomeReason: Sendable, Hashable, CustomStringConvertible, Expres
         public static let expired: Code = "expired"
         /// Cancelled before it was sent (`DELETE /v1/notifications/{id}`, ``HeraldClient``'s cancel).
         public static let cancelled: Code = "cancelled"
+        /// Replaced, while it waited for its device token's pace, by a newer notification to the same
+        /// token with the same `collapse-id` (pacing with `collapse`).
+        public static let collapsed: Code = "collapsed"
         /// More scheduled sends wait than the service holds in memory.
         public static let scheduleFull: Code = "schedule-full"
         /// APNs kept answering "try again" (429, 500, 503) until the attempts ran out.
