@@ -190,7 +190,12 @@ public struct JSONLinesSource: NotificationSource {
         case invalid(line: Int, reason: String, id: UInt32?, token: DeviceToken?)
     }
 
-    /// Decodes one line; `nil` for a blank line (or no line yet).
+    /// Why a line whose `send-at` is to come is not sent.
+    static let notScheduled =
+        "\"send-at\" is still to come, and herald send sends now, holding nothing for later: schedule it through herald serve, HeraldClient or the queue (herald enqueue)"
+
+    /// Decodes one line; `nil` for a blank line (or no line yet); a request whose `send-at` is
+    /// still to come is invalid here (``notScheduled``).
     public static func classify(_ line: LineReader.Line, maximumLineLength: Int, decoder: RequestDecoder) -> LineInput? {
         switch line {
         case .notReady: return nil
@@ -199,7 +204,12 @@ public struct JSONLinesSource: NotificationSource {
         case .line(let n, let bytes):
             guard let bytes = RequestLine.content(line: n, bytes) else { return nil }
             switch RequestLine.decode(bytes, decoder: decoder) {
-            case .request(let request): return .request(request, line: n)
+            case .request(let request):
+                // A file holds nothing for later: a send-at to come is refused, not sent early.
+                if let at = request.sendAt, at > RequestQueue.wallMilliseconds() {
+                    return .invalid(line: n, reason: notScheduled, id: request.id, token: request.token)
+                }
+                return .request(request, line: n)
             case .invalid(let reason, let id, let token): return .invalid(line: n, reason: reason, id: id, token: token)
             }
         }

@@ -87,3 +87,25 @@ struct ScheduledSendTests {
         #expect(lines.count == 4 && lines.contains { $0.contains(#""outcome":"cancelled""#) && $0.contains(#""id":2"#) }, "\(lines)")
     }
 }
+
+/// `herald send FILE` holds nothing for later: a line whose send-at is to come is dropped with
+/// the reason, not sent early; one whose time has passed goes.
+@Suite("herald send: a send-at still to come is refused, not sent early")
+struct SendFileScheduleTests {
+    @Test("three lines (send-at an hour ahead, an hour ago, none): two accepted, the future one dropped naming send-at")
+    func fileRefusesFutureSendAt() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        try [
+            #"{"id":1,"token":"\#(goodToken)","alert":"later","send-at":\#(now + 3_600_000)}"#,
+            #"{"id":2,"token":"\#(goodToken)","alert":"past","send-at":\#(now - 3_600_000)}"#,
+            #"{"id":3,"token":"\#(goodToken)","alert":"now"}"#,
+        ].joined(separator: "\n").write(toFile: dir + "/in.jsonl", atomically: true, encoding: .utf8)
+        let r = try await runHerald(["send", dir + "/in.jsonl", "--outcomes", dir + "/out.jsonl"])
+        let lines = try String(contentsOfFile: dir + "/out.jsonl", encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 3, "\(r.stderr)")
+        #expect(lines.contains { $0.contains(#""id":1"#) && $0.contains(#""outcome":"dropped""#) && $0.contains("send-at") }, "\(lines)")
+        #expect(lines.filter { $0.contains(#""outcome":"accepted""#) }.count == 2, "\(lines)")
+    }
+}
