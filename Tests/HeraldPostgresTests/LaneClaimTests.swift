@@ -39,7 +39,7 @@ struct LaneClaimTests {
     @Test("a campaign of 1,000 queued first: 10 fast rows enqueued after it come in the next claim, with 90 of the campaign; 200 fast rows take 90 of a claim of 100, the campaign 10")
     func fastFirst() async throws {
         let (cluster, db) = try await freshDatabase()
-        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db)).start()
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db, lease: .seconds(3600))).start()
         try await queue.migrate()
         _ = try await queue.enqueue((0..<1000).map { Self.line($0, .bulk) })
         _ = try await queue.enqueue((1000..<1010).map { Self.line($0, .fast) })
@@ -61,7 +61,9 @@ struct LaneClaimTests {
     @Test("random enqueues in either lane and claims of random sizes, one worker: each claim takes what the rule says, every row once, each lane in order", arguments: [1, 2, 3, 4] as [UInt64])
     func againstTheRule(seed: UInt64) async throws {
         let (cluster, db) = try await freshDatabase()
-        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db)).start()
+        // Leases longer than the test: under CI's parallel load it ran past 30 s, and a claim (no
+        // leases in flight named) took its own expired leases over, as it should.
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db, lease: .seconds(3600))).start()
         try await queue.migrate()
         var random = SeededGenerator(seed: seed)
         // Each lane as the rule sees it: the rows of the batch being claimed (a claim takes from

@@ -50,6 +50,12 @@ public final class OutcomeLedger: Sendable {
         observers.withLock { $0.list.append(observer) }
     }
 
+    /// Adds `observer` ahead of every other: it has seen a batch before any other observer has
+    /// (the pipeline's latency timer, so that once an outcome answers `GET`, `/metrics` counts it).
+    public func addFirstObserver(_ observer: any OutcomeObserver) {
+        observers.withLock { $0.list.insert(observer, at: 0) }
+    }
+
     var observerList: [any OutcomeObserver] { observers.withLock { $0.list } }
 
     /// From now on observers are called by `relay`'s task, not by whoever records;

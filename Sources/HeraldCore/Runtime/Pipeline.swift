@@ -278,7 +278,8 @@ public final class Pipeline: Sendable {
         self.ledger = ledger
         self.options = options
         self.metrics = metrics.map { PipelineMetrics(factory: $0) }
-        if let latency = self.metrics?.latency { ledger.addObserver(latency) }
+        // First: an outcome other observers have seen (serve's GET, the webhook) is timed already.
+        if let latency = self.metrics?.latency { ledger.addFirstObserver(latency) }
     }
 
     /// The names of the stages, in order.
