@@ -206,7 +206,7 @@ public struct JSONLinesSource: NotificationSource {
             switch RequestLine.decode(bytes, decoder: decoder) {
             case .request(let request):
                 // A file holds nothing for later: a send-at to come is refused, not sent early.
-                if let at = request.sendAt, at > RequestQueue.wallMilliseconds() {
+                if let at = request.sendAt, at > Duration.sinceEpochMilliseconds {
                     return .invalid(line: n, reason: notScheduled, id: request.id, token: request.token)
                 }
                 return .request(request, line: n)

@@ -212,7 +212,7 @@ public struct PostgresQueueSource: NotificationSource {
     /// sequence number); a row that is not a valid request is emitted as invalid.
     func emit(_ rows: [PostgresQueue.Claimed], into sink: SourceSink) async {
         book.hold(rows, from: sink.emitted)
-        let now = RequestQueue.wallMilliseconds()
+        let now = Duration.sinceEpochMilliseconds
         for row in rows {
             var body = row.body
             switch body.withUTF8({ RequestLine.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {

@@ -61,10 +61,8 @@ final class MemoryIntake: NotificationIntake {
     /// (its outcome then answers GET, the outcomes file and the webhook like any other).
     func cancel(_ id: UInt64) async -> CancelAnswer {
         guard let ledger = ledger.withLock({ $0 }), let q = queue.cancel(id) else { return .notCancelled(await state(of: id)) }
-        var record = OutcomeRecord(
-            sequence: q.sequence, line: nil, id: q.request.id, token: q.request.token,
-            outcome: .cancelled(OutcomeReason(.cancelled, "cancelled by DELETE /v1/notifications/\(id) before its send-at")))
-        record.app = q.request.app
+        let record = Envelope(sequence: q.sequence, request: q.request)
+            .record(.cancelled(OutcomeReason(.cancelled, "cancelled by DELETE /v1/notifications/\(id) before its send-at")))
         ledger.enter(CollectionOfOne(q.sequence), count: 1)
         ledger.record(record)
         return .cancelled(record)

@@ -126,7 +126,7 @@ struct RequestQueueScheduleTests {
     func wakesAtTheTime() async throws {
         let queue = RequestQueue()
         let start = ContinuousClock.now
-        _ = queue.enqueue([Self.request(0, at: RequestQueue.wallMilliseconds() + 300)])
+        _ = queue.enqueue([Self.request(0, at: Duration.sinceEpochMilliseconds + 300)])
         let got = try #require(await queue.take(max: 10))
         let waited = ContinuousClock.now - start
         #expect(got.map(\.sequence) == [0])

@@ -57,6 +57,8 @@ package struct Pacer: Sendable {
     /// Tokens with a notification waiting for the rate: the token's next turn is counted from when
     /// that one goes, so nothing else of the token goes before it, or too soon after it.
     var busy = Set<DeviceToken>()
+    /// Notifications in `waitingForToken`, counted as they come and go (``held`` is read on every send).
+    var tokenWaiting = 0
     /// Turns remembered after the last sweep (the sweep runs when the map has doubled).
     var sweptAt = 1024
     /// Counts: held for the rate, held for a token, collapsed.
@@ -70,7 +72,7 @@ package struct Pacer: Sendable {
     }
 
     /// Notifications held now.
-    package var held: Int { waitingForRate.count + waitingForToken.values.reduce(0) { $0 + $1.count } }
+    package var held: Int { waitingForRate.count + tokenWaiting }
 
     /// Takes `batch` at `now`: what may go now comes out in order; the rest waits.
     package mutating func offer(_ batch: [Envelope], now: ContinuousClock.Instant) -> Output {
@@ -90,16 +92,19 @@ package struct Pacer: Sendable {
                 } else {
                     queue.append(e)
                     heldForToken += 1
+                    tokenWaiting += 1
                 }
                 waitingForToken[token] = queue
             } else if busy.contains(token) {
                 // Its turn is set when the one waiting for the rate goes.
                 waitingForToken[token] = [e]
                 heldForToken += 1
+                tokenWaiting += 1
             } else if let turn = nextTurn[token], turn > now {
                 waitingForToken[token] = [e]
                 turns.insert(Turn(at: turn, token: token))
                 heldForToken += 1
+                tokenWaiting += 1
             } else {
                 go(e, token: token, interval: interval, now: now, into: &out)
             }
@@ -116,6 +121,7 @@ package struct Pacer: Sendable {
             while let first = turns.min, first.at <= now {
                 turns.removeMin()
                 guard !busy.contains(first.token), var queue = waitingForToken[first.token], let e = queue.popFirst() else { continue }
+                tokenWaiting -= 1
                 waitingForToken[first.token] = queue.isEmpty ? nil : queue
                 go(e, token: first.token, interval: interval, now: now, into: &out)
             }
@@ -135,6 +141,7 @@ package struct Pacer: Sendable {
         for (_, q) in waitingForToken { all += q }
         waitingForRate.removeAll()
         waitingForToken.removeAll()
+        tokenWaiting = 0
         turns = Heap()
         busy.removeAll()
         return all.sorted { $0.sequence < $1.sequence }
@@ -143,15 +150,11 @@ package struct Pacer: Sendable {
     /// `e`, its token's turn come: it goes now (its token's next turn an interval from now, when
     /// more of the token wait), or waits for the rate (the token busy until it goes).
     mutating func go(_ e: Envelope, token: DeviceToken, interval: Duration, now: ContinuousClock.Instant, into out: inout Output) {
-        if rules.perSecond != nil && !(waitingForRate.isEmpty && bucket >= 1) {
-            waitingForRate.append(e)
+        if admit(e, into: &out) {
+            sent(token, interval: interval, now: now)
+        } else {
             busy.insert(token)
-            heldForRate += 1
-            return
         }
-        if rules.perSecond != nil { bucket -= 1 }
-        out.send.append(e)
-        sent(token, interval: interval, now: now)
     }
 
     /// A notification to `token` went at `now`: its next turn.
@@ -160,19 +163,21 @@ package struct Pacer: Sendable {
         if waitingForToken[token] != nil { turns.insert(Turn(at: now + interval, token: token)) }
     }
 
-    /// Lets `e` go if the bucket has room and nothing waits for it ahead; else it waits.
-    mutating func admit(_ e: Envelope, into out: inout Output) {
+    /// Lets `e` go if the bucket has room and nothing waits for it ahead (true); else it waits.
+    @discardableResult
+    mutating func admit(_ e: Envelope, into out: inout Output) -> Bool {
         guard rules.perSecond != nil, e.outcome == nil else {
             out.send.append(e)
-            return
+            return true
         }
         if waitingForRate.isEmpty && bucket >= 1 {
             bucket -= 1
             out.send.append(e)
-        } else {
-            waitingForRate.append(e)
-            heldForRate += 1
+            return true
         }
+        waitingForRate.append(e)
+        heldForRate += 1
+        return false
     }
 
     mutating func drainBucket(now: ContinuousClock.Instant, into out: inout Output) {

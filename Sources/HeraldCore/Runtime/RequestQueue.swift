@@ -48,15 +48,9 @@ package final class RequestQueue: Sendable {
     /// The wall clock, in milliseconds since the epoch (what `send-at` counts).
     package let now: @Sendable () -> Int64
 
-    package init(scheduleCapacity: Int = 100_000, now: @escaping @Sendable () -> Int64 = RequestQueue.wallMilliseconds) {
+    package init(scheduleCapacity: Int = 100_000, now: @escaping @Sendable () -> Int64 = { Duration.sinceEpochMilliseconds }) {
         self.scheduleCapacity = scheduleCapacity
         self.now = now
-    }
-
-    /// Milliseconds since the epoch, now.
-    package static func wallMilliseconds() -> Int64 {
-        let (s, attos) = Duration.sinceEpoch.components
-        return s * 1_000 + attos / 1_000_000_000_000_000
     }
 
     /// Sets the bulk window (`nil` or 0: none).

@@ -107,9 +107,7 @@ public final class SourceSink {
             nextSequence += 1
         }
         ledger.enter(CollectionOfOne(number), count: 1)
-        var record = OutcomeRecord(sequence: number, line: line, id: request.id, token: request.token, outcome: .dropped(reason))
-        record.app = request.app
-        ledger.record(record)
+        ledger.record(Envelope(sequence: number, line: line, request: request).record(.dropped(reason)))
     }
 
     /// Emits envelopes a source built on another thread (``JSONLinesSource``

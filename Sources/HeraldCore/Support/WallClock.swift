@@ -11,4 +11,10 @@ extension Duration {
         clock_gettime(CLOCK_REALTIME, &wall)
         return .seconds(Int64(wall.tv_sec)) + .nanoseconds(Int64(wall.tv_nsec))
     }
+
+    /// ``sinceEpoch`` in whole milliseconds (what a request's `send-at` counts).
+    package static var sinceEpochMilliseconds: Int64 {
+        let (s, attos) = sinceEpoch.components
+        return s * 1_000 + attos / 1_000_000_000_000_000
+    }
 }
