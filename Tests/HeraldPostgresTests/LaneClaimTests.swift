@@ -104,7 +104,10 @@ struct LaneClaimTests {
         await queue.close()
     }
 
-    @Test("a worker holding all it may of a campaign (its outcome writes slowed to 3 s) still claims alerts enqueued meanwhile within 1.5 s, and sends them; the campaign is not claimed past its limit; every row once")
+    // A wall-clock bound (21 ms alone; 1.51 s once in CI's fully loaded parallel run): `.ci/run`
+    // runs it apart, after the parallel run (`HERALD_TIMING_APART=1` skips it there).
+    @Test("a worker holding all it may of a campaign (its outcome writes slowed to 3 s) still claims alerts enqueued meanwhile within 1.5 s, and sends them; the campaign is not claimed past its limit; every row once",
+          .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: a wall-clock bound"))
     func alertsPassAWorkerAtItsLimit() async throws {
         let (cluster, db) = try await freshDatabase()
         var configuration = queueConfiguration(cluster, db, batch: 100)
