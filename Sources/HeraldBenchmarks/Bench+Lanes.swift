@@ -31,6 +31,15 @@ struct BenchLanes: AsyncParsableCommand {
             outcome, from when the campaign is under way until it ends; (3) with --no-window-count > 0, \
             that many bulk and the same fast sends with the client's bulk window off, for comparison. Goal \
             (issue 30): fast-lane p99 under 50 ms, the campaign with fast traffic at least 0.9x alone.
+
+            --via serve: the same through herald serve's API, in this process (the HTTP/2 transport as \
+            above): the campaign POSTed in batches of --batch over --posters connections, the fast \
+            notifications POSTed one at a time on a connection of their own, each timed from its POST to \
+            its outcome (an outcome observer). --via queue: through the PostgreSQL queue of --config (its \
+            rows are emptied: a database of its own) and --workers herald work processes sending to the \
+            simulator: the campaign committed at once (one COPY), the fast notifications enqueued one a \
+            transaction, each timed from its enqueue to its outcome's row (the database's clock: \
+            enqueued_at to finished_at).
             """
     )
 
@@ -40,7 +49,13 @@ struct BenchLanes: AsyncParsableCommand {
     @Option(help: "Fast-lane notifications per second while the campaign runs.") var fastRate = 100
     @Option(help: "The simulator's answer latency, in milliseconds.") var answerMs = 20
     @Option(help: "Concurrent streams on the connection.") var streams = 1000
-    @Option(help: "Bulk notifications in a third run with the client's bulk window off (0: not run).") var noWindowCount = 0
+    @Option(help: "Bulk notifications in a third run with the client's bulk window off (0: not run; --via client).") var noWindowCount = 0
+    @Option(help: "Where notifications go in: client (HeraldClient.send), serve (herald serve's API), queue (the PostgreSQL queue and herald work).") var via: Via = .client
+    @Option(help: "--via serve: HTTP connections POSTing the campaign.") var posters = 4
+    @Option(help: "--via queue: configuration file (JSON) with a queue section; its transport is replaced by the simulator's.") var config: String?
+    @Option(help: "--via queue: herald work processes.") var workers = 1
+
+    enum Via: String, ExpressibleByArgument, CaseIterable { case client, serve, queue }
 
     static let topic = "com.example.app"
 
@@ -54,12 +69,31 @@ struct BenchLanes: AsyncParsableCommand {
         return r
     }
 
+    /// The simulator server, and how to reach it.
+    struct Target: Sendable {
+        var port: Int
+        var caFile: String
+        var key: ProviderTokenKey
+        var keyPEM: String
+        var streams: Int
+        var dir: String
+
+        /// One connection of `streams` streams, as the campaign's client and the service use.
+        func transportConfiguration() -> HTTP2TransportConfiguration {
+            var c = HTTP2TransportConfiguration(host: "127.0.0.1", port: port, tls: .client(identity: nil, trust: .caFile(caFile)), providerToken: key)
+            c.serverName = "localhost"
+            c.delivery.connections = 1
+            c.maxStreamsPerConnection = streams
+            return c
+        }
+    }
+
     /// What one run measured.
     struct Run {
         var bulkPerSecond: Double
         var fastMs: [Double]
-        /// The transport's bulk window (``LaneWindowing``).
-        var transportWindow: Int
+        /// The transport's bulk window (``LaneWindowing``), where it is in this process.
+        var transportWindow: Int?
     }
 
     func run() async throws {
@@ -74,13 +108,14 @@ struct BenchLanes: AsyncParsableCommand {
             answerDelay: .milliseconds(answerMs))
 
         let batch = self.batch, tasks = senders, fastRate = self.fastRate, streams = self.streams
+        let target = Target(port: server.port, caFile: certs.caCertificate, key: key, keyPEM: signing.pemRepresentation, streams: streams, dir: dir)
         func campaign(_ bulk: Int, fast: Bool, window: Int?) async throws -> Run {
-            var c = HTTP2TransportConfiguration(
-                host: "127.0.0.1", port: server.port, tls: .client(identity: nil, trust: .caFile(certs.caCertificate)), providerToken: key)
-            c.serverName = "localhost"
-            c.delivery.connections = 1
-            c.maxStreamsPerConnection = streams
-            let transport = try HTTP2Transport(configuration: c)
+            switch via {
+            case .client: break
+            case .serve: return try await viaServe(bulk, fast: fast, target: target)
+            case .queue: return try await viaQueue(bulk, fast: fast, target: target)
+            }
+            let transport = try HTTP2Transport(configuration: target.transportConfiguration())
             let client = try HeraldClient(assembly: HeraldAssembly(), transport: transport, options: .init(bulkWindow: window))
             let runner = Task { try await client.run() }
             // Connected and warm before the clock starts.
@@ -151,7 +186,7 @@ struct BenchLanes: AsyncParsableCommand {
         // The transport's window (half its maxQueued), and none.
         let alone = try await campaign(count, fast: false, window: nil)
         let mixed = try await campaign(count, fast: true, window: nil)
-        let noWindow = noWindowCount > 0 ? try await campaign(noWindowCount, fast: true, window: 0) : nil
+        let noWindow = noWindowCount > 0 && via == .client ? try await campaign(noWindowCount, fast: true, window: 0) : nil
         await server.stop()
 
         func percentile(_ xs: [Double], _ p: Double) -> Double { xs.isEmpty ? 0 : xs[min(xs.count - 1, Int(Double(xs.count) * p))] }
@@ -159,10 +194,12 @@ struct BenchLanes: AsyncParsableCommand {
         let p99 = percentile(mixed.fastMs, 0.99)
         var r = JSONLine()
         r.add("benchmark", "lanes")
+        r.add("via", via.rawValue)
+        if via == .queue { r.add("workers", workers) }
         r.add("bulk_notifications", count)
         r.add("answer_ms", answerMs)
         r.add("streams", streams)
-        r.add("bulk_window", mixed.transportWindow)
+        if let window = mixed.transportWindow { r.add("bulk_window", window) }
         r.add("bulk_alone_per_s", alone.bulkPerSecond, places: 0)
         r.add("bulk_with_fast_per_s", mixed.bulkPerSecond, places: 0)
         r.add("ratio_bulk_with_fast_to_alone", ratio, places: 3)

@@ -95,29 +95,11 @@ struct BenchServe: AsyncParsableCommand {
 
     /// POSTs `bodies` one after another on one keep-alive connection, retrying a 429; the statuses seen.
     static func post(_ bodies: [ByteBuffer], port: Int, token: String) async throws -> [Int: Int] {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
-                }
-            }
-        return try await channel.executeThenClose { inbound, outbound in
+        try await withPoster(port: port, token: token) { post in
             var statuses: [Int: Int] = [:]
-            var responses = inbound.makeAsyncIterator()
             var k = 0
             while k < bodies.count {
-                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/notifications")
-                head.headers.add(name: "Host", value: "127.0.0.1")
-                head.headers.add(name: "Authorization", value: "Bearer " + token)
-                head.headers.add(name: "Content-Type", value: "application/x-ndjson")
-                head.headers.add(name: "Content-Length", value: String(bodies[k].readableBytes))
-                try await outbound.write(contentsOf: [.head(head), .body(.byteBuffer(bodies[k])), .end(nil)])
-                var status = 0
-                while let part = try await responses.next() {
-                    if case .head(let h) = part { status = Int(h.status.code) }
-                    if case .end = part { break }
-                }
+                let status = try await post(bodies[k])
                 statuses[status, default: 0] += 1
                 if status == 429 {
                     try await Task.sleep(for: .milliseconds(2))
@@ -128,6 +110,38 @@ struct BenchServe: AsyncParsableCommand {
                 }
             }
             return statuses
+        }
+    }
+
+    /// One keep-alive HTTP/1.1 connection to the service on loopback: `body` gets a function that
+    /// POSTs one JSON Lines body to `/v1/notifications` and returns the answer's status.
+    static func withPoster<T: Sendable>(
+        port: Int, token: String, _ body: (_ post: (ByteBuffer) async throws -> Int) async throws -> T
+    ) async throws -> T {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            var responses = inbound.makeAsyncIterator()
+            func post(_ buffer: ByteBuffer) async throws -> Int {
+                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/notifications")
+                head.headers.add(name: "Host", value: "127.0.0.1")
+                head.headers.add(name: "Authorization", value: "Bearer " + token)
+                head.headers.add(name: "Content-Type", value: "application/x-ndjson")
+                head.headers.add(name: "Content-Length", value: String(buffer.readableBytes))
+                try await outbound.write(contentsOf: [.head(head), .body(.byteBuffer(buffer)), .end(nil)])
+                var status = 0
+                while let part = try await responses.next() {
+                    if case .head(let h) = part { status = Int(h.status.code) }
+                    if case .end = part { return status }
+                }
+                throw BenchError("the service closed the connection before answering")
+            }
+            return try await body(post)
         }
     }
 }

@@ -70,6 +70,8 @@ extension PostgresQueue {
         public var apnsID: String?
         public var possibleDuplicate: Bool
         public var attempts: Int
+        /// A held row's (or a cancelled one's) `send-at`, epoch milliseconds.
+        public var sendAt: Int64? = nil
     }
 
     /// Row `id`, or `nil` when there is none.
@@ -138,6 +140,28 @@ extension PostgresQueue {
         }
     }
 
+    /// For `herald bench lanes --via queue`: of the rows after `id`, the bulk lane's accepted ones
+    /// and the seconds from their transaction's start to their last outcome, and each fast-lane
+    /// row's milliseconds from its enqueue to its outcome's row (the server's clock, both).
+    package func benchLaneTimes(after id: Int64) async throws(QueueError) -> (bulkRows: Int, bulkSpan: Double, fastMs: [Double]) {
+        try await named("reading the lanes' times") { [self] in
+            var answer = (0, 0.0, [Double]())
+            let bulk = try await client.query(
+                """
+                SELECT count(*)::bigint, coalesce(extract(epoch FROM max(finished_at) - min(enqueued_at)), 0)::float8
+                FROM herald_rows WHERE id > \(id) AND lane = 'bulk' AND outcome = 'accepted'
+                """, logger: logger)
+            for try await (n, span) in bulk.decode((Int, Double).self) { (answer.0, answer.1) = (n, span) }
+            let fast = try await client.query(
+                """
+                SELECT (extract(epoch FROM finished_at - enqueued_at) * 1000)::float8
+                FROM herald_rows WHERE id > \(id) AND lane = 'fast' AND outcome = 'accepted'
+                """, logger: logger)
+            for try await ms in fast.decode(Double.self) { answer.2.append(ms) }
+            return answer
+        }
+    }
+
     /// For `herald bench queue`: how many owners have written outcomes.
     package func benchOutcomeOwners() async throws(QueueError) -> Int {
         try await named("counting workers") { [self] in
@@ -159,7 +183,7 @@ extension PostgresQueue {
     /// Empties the table, for benchmarks: every row, whatever its state.
     package func removeEveryRow() async throws(QueueError) {
         try await named("emptying the queue") { [self] in
-            _ = try await client.query("TRUNCATE notifications, herald_outcomes, herald_leases", logger: logger).collect()
+            _ = try await client.query("TRUNCATE notifications, herald_outcomes, herald_leases, herald_scheduled", logger: logger).collect()
             _ = try await client.query(PostgresQuery(unsafeSQL: QueueSchema.rewind), logger: logger).collect()
         }
     }
