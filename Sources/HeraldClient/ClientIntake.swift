@@ -19,6 +19,8 @@ final class ClientIntake: Sendable {
     enum Waiter {
         case one(UnsafeContinuation<SendOutcome, any Error>)
         case batch(BatchWaiter, Int)
+        /// A scheduled send's handle (``ScheduledSend``): its outcome kept for whoever asks.
+        case promise(OutcomePromise)
     }
 
     struct State {
@@ -102,6 +104,16 @@ final class ClientIntake: Sendable {
         }
     }
 
+    /// ``reserve(_:lane:)``, then `CancellationError` (the room given back) if the caller was
+    /// cancelled meanwhile: a caller cancelled before its notification is taken withdraws it.
+    func reserveUnlessCancelled(_ count: Int, lane: Lane) async throws {
+        try await reserve(count, lane: lane)
+        if Task.isCancelled {
+            unreserve(count)
+            throw CancellationError()
+        }
+    }
+
     /// Gives back room reserved and not used.
     func unreserve(_ count: Int) {
         let rooms = state.withLock { s in
@@ -129,22 +141,37 @@ final class ClientIntake: Sendable {
     }
 
     /// Takes `request` (its room reserved) and registers `waiter` for its outcome.
-    /// Returns its sequence number, or `nil` when the intake closed meanwhile
-    /// (the caller then gives its room back).
-    func submit(_ request: NotificationRequest, waiter: Waiter) -> UInt64? {
+    /// Returns its sequence number, or the error when nothing was taken (the
+    /// intake closed meanwhile, or the scheduled sends are at their limit):
+    /// the caller then gives its room back.
+    func submit(_ request: NotificationRequest, waiter: Waiter) -> Result<UInt64, HeraldClientError> {
         // The waiter is registered as the request is numbered, before the source can take it.
-        let queued = requests.enqueue([request], numbered: { numbers in state.withLock { $0.waiters[numbers.lowerBound] = waiter } })
-        return try? queued.get().lowerBound
+        submit([request], waiter: { _ in waiter }).map(\.lowerBound)
     }
 
-    /// Takes a batch; `waiter(i)` waits for the i-th outcome. `nil` when closed meanwhile.
-    func submit(_ batch: [NotificationRequest], waiter: (Int) -> Waiter) -> Range<UInt64>? {
+    /// Takes a batch; `waiter(i)` waits for the i-th outcome.
+    func submit(_ batch: [NotificationRequest], waiter: (Int) -> Waiter) -> Result<Range<UInt64>, HeraldClientError> {
         let queued = requests.enqueue(batch, numbered: { numbers in
             state.withLock { s in
                 for i in batch.indices { s.waiters[numbers.lowerBound + UInt64(i)] = waiter(i) }
             }
         })
-        return try? queued.get()
+        return queued.mapError { refusal in
+            if case .scheduleFull(let capacity) = refusal { return .scheduleFull(capacity: capacity) }
+            return .shutDown
+        }
+    }
+
+    /// Takes scheduled request `sequence` back if its time has not come, and records it
+    /// `cancelled` in `ledger` (it never entered the pipeline: it enters the books now, and ends
+    /// there, which resumes its waiter); false when it is on its way or decided.
+    func cancel(_ sequence: UInt64, ledger: OutcomeLedger) -> Bool {
+        guard let q = requests.cancel(sequence) else { return false }
+        let record = Envelope(sequence: q.sequence, request: q.request)
+            .record(.cancelled(OutcomeReason(.cancelled, "cancelled by ScheduledSend.cancel() before its send-at")))
+        ledger.enter(CollectionOfOne(q.sequence), count: 1)
+        ledger.record(record)
+        return true
     }
 
     /// The caller of `sequence` is gone (cancelled): its notification goes on
@@ -154,7 +181,7 @@ final class ClientIntake: Sendable {
         switch waiter {
         case .one(let c)?: c.resume(throwing: CancellationError())
         case .batch(let b, _)?: b.cancel()
-        case nil: break
+        case .promise?, nil: break
         }
     }
 
@@ -224,6 +251,7 @@ final class ClientIntake: Sendable {
             switch w {
             case .one(let c): c.resume(returning: SendOutcome(r))
             case .batch(let b, let i): b.fill(i, SendOutcome(r))
+            case .promise(let p): p.fulfil(SendOutcome(r))
             }
         }
         for c in rooms { c.resume() }

@@ -123,21 +123,18 @@ public final class HeraldClient: Service, Sendable {
     ///   down, `CancellationError` when the caller is cancelled (see the type's
     ///   notes: a notification already taken still goes).
     public func send(_ request: NotificationRequest) async throws -> SendOutcome {
-        try await intake.reserve(1, lane: request.effectiveLane)
-        if Task.isCancelled {
-            intake.unreserve(1)
-            throw CancellationError()
-        }
+        try await intake.reserveUnlessCancelled(1, lane: request.effectiveLane)
         let ticket = Ticket()
         let intake = self.intake
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<SendOutcome, any Error>) in
-                guard let sequence = intake.submit(request, waiter: .one(c)) else {
+                switch intake.submit(request, waiter: .one(c)) {
+                case .success(let sequence):
+                    if ticket.set(sequence) { intake.detach(sequence) }
+                case .failure(let error):
                     intake.unreserve(1)
-                    c.resume(throwing: HeraldClientError.shutDown)
-                    return
+                    c.resume(throwing: error)
                 }
-                if ticket.set(sequence) { intake.detach(sequence) }
             }
         } onCancel: {
             if let sequence = ticket.cancel() { intake.detach(sequence) }
@@ -149,20 +146,94 @@ public final class HeraldClient: Service, Sendable {
     public func send(_ requests: [NotificationRequest]) async throws -> [SendOutcome] {
         guard !requests.isEmpty else { return [] }
         // A batch with a fast-lane request in it is given room as the fast lane is.
-        try await intake.reserve(requests.count, lane: requests.contains { $0.effectiveLane == .fast } ? .fast : .bulk)
-        if Task.isCancelled {
-            intake.unreserve(requests.count)
-            throw CancellationError()
-        }
+        try await intake.reserveUnlessCancelled(requests.count, lane: requests.contains { $0.effectiveLane == .fast } ? .fast : .bulk)
         let waiter = BatchWaiter(count: requests.count)
-        guard intake.submit(requests, waiter: { .batch(waiter, $0) }) != nil else {
+        if case .failure(let error) = intake.submit(requests, waiter: { .batch(waiter, $0) }) {
             intake.unreserve(requests.count)
-            throw HeraldClientError.shutDown
+            throw error
         }
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { waiter.wait($0) }
         } onCancel: {
             waiter.cancel()
+        }
+    }
+}
+
+extension HeraldClient {
+    /// Takes a notification and returns at once, without waiting for its outcome: for a scheduled
+    /// send (`sendAt`), held until its time, which ``ScheduledSend/cancel()`` can withdraw before
+    /// then; ``ScheduledSend/outcome()`` awaits how it ended (`cancelled` if it was). Held sends
+    /// count towards ``Options/maxUndecided`` and are at most 100,000 at once (past that
+    /// ``HeraldClientError/scheduleFull(capacity:)``); a send-at already past sends it now.
+    /// - Throws: ``HeraldClientError/shutDown`` once the client is shutting down,
+    ///   `CancellationError` when the caller is cancelled while it waits for room.
+    public func schedule(_ request: NotificationRequest) async throws -> ScheduledSend {
+        try await intake.reserveUnlessCancelled(1, lane: request.effectiveLane)
+        let promise = OutcomePromise()
+        switch intake.submit(request, waiter: .promise(promise)) {
+        case .success(let sequence): return ScheduledSend(sequence: sequence, sendAt: request.sendAt, promise: promise, client: self)
+        case .failure(let error):
+            intake.unreserve(1)
+            throw error
+        }
+    }
+}
+
+/// A notification taken by ``HeraldClient/schedule(_:)``: cancel it before its time, or await its outcome.
+public struct ScheduledSend: Sendable {
+    /// Its number in the client (the `sequence` of its outcome record).
+    public let sequence: UInt64
+    /// When it is to go (epoch milliseconds), as the request said; `nil`: now.
+    public let sendAt: Int64?
+    let promise: OutcomePromise
+    let client: HeraldClient
+
+    /// Withdraws it if its time has not come: it then ends `cancelled` (code `cancelled`), which
+    /// ``outcome()`` returns, and is never sent. False when it is on its way or decided already.
+    @discardableResult
+    public func cancel() -> Bool { client.intake.cancel(sequence, ledger: client.ledger) }
+
+    /// How it ended, once it has (at its time and the transport's answer, or when cancelled).
+    /// - Throws: `CancellationError` when the awaiting task is cancelled (the notification is not).
+    public func outcome() async throws -> SendOutcome { try await promise.value() }
+}
+
+/// An outcome kept for any number of callers, who may ask before or after it comes.
+final class OutcomePromise: Sendable {
+    struct State {
+        var outcome: SendOutcome?
+        var waiting: [Int: UnsafeContinuation<SendOutcome, any Error>] = [:]
+        var next = 0
+    }
+    let state = Mutex(State())
+
+    func fulfil(_ outcome: SendOutcome) {
+        let waiting = state.withLock { s in
+            s.outcome = outcome
+            defer { s.waiting = [:] }
+            return s.waiting.values
+        }
+        for c in waiting { c.resume(returning: outcome) }
+    }
+
+    func value() async throws -> SendOutcome {
+        let ticket = state.withLock { s in
+            defer { s.next += 1 }
+            return s.next
+        }
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<SendOutcome, any Error>) in
+                let now: Result<SendOutcome, any Error>? = state.withLock { s in
+                    if let outcome = s.outcome { return .success(outcome) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    s.waiting[ticket] = c
+                    return nil
+                }
+                if let now { c.resume(with: now) }
+            }
+        } onCancel: {
+            state.withLock { $0.waiting.removeValue(forKey: ticket) }?.resume(throwing: CancellationError())
         }
     }
 }

@@ -62,11 +62,16 @@ public enum HeraldClientError: Error, Sendable, Hashable, CustomStringConvertibl
     case shutDown
     /// `run()` was called a second time.
     case alreadyRunning
+    /// Scheduled sends (`send-at` to come) would be more than the client holds (`capacity`): send
+    /// it later, or cancel some. Nothing of the batch was taken.
+    case scheduleFull(capacity: Int)
 
     public var description: String {
         switch self {
         case .shutDown: return "the Herald client is shutting down: no new notifications are taken"
         case .alreadyRunning: return "the Herald client is already running: run() is called once"
+        case .scheduleFull(let capacity):
+            return "the Herald client holds \(capacity) scheduled sends already (send-at still to come): nothing of this batch was taken"
         }
     }
 }

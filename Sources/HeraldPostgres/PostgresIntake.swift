@@ -115,6 +115,7 @@ public final class PostgresIntake: NotificationIntake {
         let row: PostgresQueue.Row?
         do { row = try await queue.row(Int64(clamping: id)) } catch { return .unavailable("\(error)") }
         guard let row else { return .unknown }
+        if row.state == "scheduled", let at = row.sendAt { return .scheduled(sendAt: at) }
         guard row.state == "done", let outcome = row.outcome else { return .pending }
         return .decided(row.record(outcome: outcome, id: id))
     }

@@ -73,13 +73,16 @@ extension PostgresQueue {
         var found: Row?
         let rows = try await client.query(
             """
-            SELECT CASE WHEN o.outcome IS NOT NULL THEN 'done' ELSE 'scheduled' END, o.outcome, o.reason_code, o.reason
+            SELECT CASE WHEN o.outcome IS NOT NULL THEN 'done' ELSE 'scheduled' END, o.outcome, o.reason_code, o.reason,
+                   (extract(epoch FROM s.send_at) * 1000)::bigint
             FROM herald_scheduled s
             LEFT JOIN herald_outcomes o ON o.lease = 0 AND o.first_id = s.id
             WHERE s.id = \(id)
             """, logger: logger)
-        for try await (state, outcome, code, reason) in rows.decode((String, String?, String?, String?).self) {
-            found = Row(state: state, outcome: outcome, status: nil, reasonCode: code, reason: reason, apnsID: nil, possibleDuplicate: false, attempts: 0)
+        for try await (state, outcome, code, reason, sendAt) in rows.decode((String, String?, String?, String?, Int64).self) {
+            found = Row(
+                state: state, outcome: outcome, status: nil, reasonCode: code, reason: reason, apnsID: nil, possibleDuplicate: false, attempts: 0,
+                sendAt: sendAt)
         }
         return found
     }

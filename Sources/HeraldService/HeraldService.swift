@@ -227,6 +227,7 @@ public final class HeraldService: Sendable {
         .flatMap { try? Data(contentsOf: $0) }.map { Array($0) }
 
     func addRoutes(to router: Router<BasicRequestContext>) {
+        router.add(middleware: HTTPMetrics(factory: metricsFactory))
         router.add(middleware: MethodGuard())
         // HEAD wherever GET is (RFC 9110, 9.3.2): the same handler; MethodGuard drops the body.
         func getAndHead(
@@ -306,7 +307,8 @@ public final class HeraldService: Sendable {
 
     /// `GET /v1/notifications/{id}`'s answer, one shape whatever the intake:
     /// `{"notification":17,"state":"decided","outcome":{…the outcome line…}}`,
-    /// `"state":"pending"`, or 404 / 503 with an `error` (`error` adds one to the others).
+    /// `"state":"pending"`, `"state":"scheduled","send-at":<epoch ms>`, or 404 / 503 with an `error`
+    /// (`error` adds one to the others).
     static func answer(_ id: UInt64, _ state: NotificationState, error: String? = nil) -> (status: HTTPResponse.Status, body: [UInt8]) {
         var w = JSONWriter(capacity: 200)
         w.raw("{\"notification\":")
@@ -319,6 +321,10 @@ public final class HeraldService: Sendable {
             status = .ok
         case .pending:
             w.raw(",\"state\":\"pending\"")
+            status = .ok
+        case .scheduled(let at):
+            w.raw(",\"state\":\"scheduled\",\"send-at\":")
+            w.int(Int(at))
             status = .ok
         case .forgotten:
             w.raw(",\"error\":\"expired: its outcome is no longer kept\"")

@@ -49,7 +49,7 @@ final class MemoryIntake: NotificationIntake {
     func state(of id: UInt64) async -> NotificationState {
         switch outcomes.lookup(id, issued: queue.issued) {
         case .decided(let r): return .decided(r)
-        case .pending: return .pending
+        case .pending: return queue.scheduledSendAt(id).map { .scheduled(sendAt: $0) } ?? .pending
         case .forgotten: return .forgotten
         case .unknown: return .unknown
         }

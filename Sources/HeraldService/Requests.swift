@@ -17,14 +17,23 @@ func errorBody(_ message: String) -> [UInt8] {
 struct MethodGuard: RouterMiddleware {
     typealias Context = BasicRequestContext
 
-    /// The methods `path` answers, or `nil` for a path not in the API.
-    static func allowed(_ path: String) -> [HTTPRequest.Method]? {
+    /// The API's path pattern for `path` (`/v1/notifications/{notification}`), or `nil` for a path not in the API.
+    static func route(of path: String) -> String? {
         switch path {
-        case "/v1/notifications": return [.post]
-        case "/healthz", "/readyz", "/metrics", "/openapi.yaml": return [.get, .head]
+        case "/v1/notifications", "/healthz", "/readyz", "/metrics", "/openapi.yaml": return path
         default:
             let rest = path.dropFirst("/v1/notifications/".count)
-            return path.hasPrefix("/v1/notifications/") && !rest.isEmpty && !rest.contains("/") ? [.get, .head, .delete] : nil
+            return path.hasPrefix("/v1/notifications/") && !rest.isEmpty && !rest.contains("/") ? "/v1/notifications/{notification}" : nil
+        }
+    }
+
+    /// The methods `path` answers, or `nil` for a path not in the API.
+    static func allowed(_ path: String) -> [HTTPRequest.Method]? {
+        switch route(of: path) {
+        case nil: return nil
+        case "/v1/notifications": return [.post]
+        case "/v1/notifications/{notification}": return [.get, .head, .delete]
+        default: return [.get, .head]
         }
     }
 

@@ -29,7 +29,7 @@ struct ScheduledSendTests {
 
     static func milliseconds(_ fromNow: Double) -> Int64 { Int64((Date().timeIntervalSince1970 + fromNow) * 1000) }
 
-    @Test("a send-at 2 s ahead: pending, then accepted within a second of its time; one an hour ahead cancelled (200, cancelled, never sent), cancelled again 409; one expiring while it waits dropped expired; one sent already 409; unknown 404; over serve.scheduled 429")
+    @Test("a send-at 2 s ahead: scheduled (with its send-at), then accepted within a second of its time; one an hour ahead cancelled (200, cancelled, never sent), cancelled again 409; one expiring while it waits dropped expired; one sent already 409; unknown 404; over serve.scheduled 429")
     func memory() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -51,7 +51,8 @@ struct ScheduledSendTests {
         let ids = Self.ids(posted)
         try #require(ids.count == 4)
 
-        #expect(Self.json(try await Self.exchange(port, "GET", "/v1/notifications/\(ids[0])"))["state"] as? String == "pending")
+        let waiting = Self.json(try await Self.exchange(port, "GET", "/v1/notifications/\(ids[0])"))
+        #expect(waiting["state"] as? String == "scheduled" && (waiting["send-at"] as? Int).map(Int64.init) == Int64(due), "\(waiting)")
         // Over the three held: refused whole.
         let full = try await Self.exchange(port, "POST", "/v1/notifications", body: #"{"token":"\#(goodToken)","alert":"x","send-at":\#(Self.milliseconds(60))}"#)
         #expect(full.status == 429 && full.body.contains("serve.scheduled"), "\(full.text)")

@@ -33,7 +33,7 @@ private func outcomesByCallerID(_ path: String) throws -> [Int: [String]] {
     "herald serve: the HTTP API against a client written outside the project (Python http.client, prometheus_client)",
     .serialized, .enabled(if: interopVenvPossible, "needs python3 with venv (Tests/Interop/setup.sh)"))
 struct ServeTests {
-    @Test("probes, authentication, bad bodies (malformed, bad lines, 10 MB) answered 4xx and the service stays healthy; 20,000 notifications each get an id and one outcome; /metrics parses and its counters equal the outcomes")
+    @Test("probes, authentication, bad bodies (malformed, bad lines, 10 MB) answered 4xx and the service stays healthy; 20,000 notifications each get an id and one outcome; /metrics parses, its counters equal the outcomes and its HTTP series count the POSTs")
     func api() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -62,6 +62,13 @@ struct ServeTests {
         #expect(metrics["herald_notification_latency_seconds_count"] == 20_000)
         #expect((metrics["herald_transport_payload_bytes_total"] ?? 0) > 20_000 * 20 && (metrics["herald_transport_frame_bytes_total"] ?? 0) > 0)
         #expect((metrics["herald_notification_latency_seconds_sum"] ?? 0) > 0)
+        // HTTP metrics: every POST the client counted as 202, by route, method and status, each timed;
+        // the 401s of the authentication checks counted too.
+        let accepted202 = (r["statuses"] as? [String: Int])?["202"] ?? -1
+        let postKey = "{method=POST}{route=/v1/notifications}{status=202}"
+        #expect(metrics["herald_http_requests_total" + postKey].map(Int.init) == accepted202, "\(metrics.keys.filter { $0.hasPrefix("herald_http") }.sorted())")
+        #expect(metrics["herald_http_request_duration_seconds_count" + postKey].map(Int.init) == accepted202)
+        #expect(metrics.keys.contains { $0.hasPrefix("herald_http_requests_total{") && $0.hasSuffix("{status=401}") })
         for kind in ["accepted", "rejected", "dropped", "suppressed", "failed"] {
             let counted = Int(metrics["herald_outcomes_total{outcome=\(kind)}"] ?? -1)
             #expect(counted == byID.values.filter { $0 == [kind] }.count, "herald_outcomes_total{outcome=\(kind)} = \(counted)")

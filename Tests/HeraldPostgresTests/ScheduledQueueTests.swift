@@ -19,7 +19,7 @@ struct ScheduledQueueTests {
 
     static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
-    @Test("held rows are scheduled (GET pending), cancelled ones done cancelled with their outcome written once; a row sent already is not cancelled; prune removes a cancelled row with its outcome")
+    @Test("held rows are scheduled (GET says scheduled, with the send-at), cancelled ones done cancelled with their outcome written once; a row sent already is not cancelled; prune removes a cancelled row with its outcome")
     func cancelAndState() async throws {
         let (cluster, db) = try await freshDatabase()
         let queue = try await openQueue(cluster, db)
@@ -30,7 +30,8 @@ struct ScheduledQueueTests {
         await #expect(try tally(cluster, db) == ["scheduled|-": 2, "queued|-": 1])
         #expect(try await queue.scheduledCount() == 2)
         #expect(try await queue.queuedCount() == 1)
-        #expect(await intake.state(of: 1) == .pending)
+        #expect(await intake.state(of: 1) == .scheduled(sendAt: later))
+        #expect(await intake.state(of: 2) == .pending)
         guard case .cancelled(let record) = await intake.cancel(1) else { Issue.record("not cancelled"); return }
         #expect(record.outcome.kind == .cancelled)
         guard case .notCancelled(.decided(let again)) = await intake.cancel(1) else { Issue.record("cancelled twice"); return }

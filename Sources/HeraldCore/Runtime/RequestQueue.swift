@@ -108,7 +108,9 @@ package final class RequestQueue: Sendable {
     }
 
     /// Whether request `sequence` waits for its `send-at`.
-    package func isScheduled(_ sequence: UInt64) -> Bool { state.withLock { $0.scheduled[sequence] != nil } }
+    package func isScheduled(_ sequence: UInt64) -> Bool { scheduledSendAt(sequence) != nil }
+    /// When request `sequence` is to be sent (epoch milliseconds), while it waits for that time.
+    package func scheduledSendAt(_ sequence: UInt64) -> Int64? { state.withLock { $0.scheduled[sequence]?.request.sendAt } }
 
     /// Moves the scheduled requests whose time has come to their lanes, in time order; the time
     /// of the next one still to come.

@@ -118,6 +118,8 @@ public enum NotificationState: Sendable, Hashable {
     case decided(OutcomeRecord)
     /// Taken, not decided yet.
     case pending
+    /// Taken and held until its `send-at` (epoch milliseconds): not on its way yet, so it can be cancelled.
+    case scheduled(sendAt: Int64)
     /// Decided so long ago that its outcome is no longer kept.
     case forgotten
     /// No notification has this id.

@@ -1,0 +1,77 @@
+import CoreMetrics
+import HTTPTypes
+import Hummingbird
+import Synchronization
+
+/// Counts every HTTP request the service answers and times it, by route, method and status:
+/// `herald_http_requests_total{route,method,status}` and the histogram
+/// `herald_http_request_duration_seconds{route,method,status}` (from the request's head, its body
+/// read, to its answer made; the API's answers are small and made whole). Outermost, so 401s,
+/// 404s and 405s count too.
+///
+/// Hummingbird's `MetricsMiddleware` records through the process-wide `MetricsSystem`; a
+/// service records through its own factory (several services in one process, each with its own
+/// `/metrics`), so this is the same idea on the service's factory, with labels that stay few
+/// whatever a client sends: the route is the API's path pattern (``MethodGuard/route(of:)``, or
+/// `unmatched`), and a method
+/// the API does not use is `other`.
+struct HTTPMetrics: RouterMiddleware {
+    typealias Context = BasicRequestContext
+
+    struct Key: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    final class Series: Sendable {
+        let factory: any MetricsFactory
+        let made = Mutex<[Key: (Counter, Timer)]>([:])
+        init(factory: any MetricsFactory) { self.factory = factory }
+
+        func record(_ key: Key, nanoseconds: Int64) {
+            let (counter, timer) = made.withLock { made in
+                if let m = made[key] { return m }
+                let dimensions = [("route", key.route), ("method", key.method), ("status", String(key.status))]
+                let m = (
+                    Counter(label: "herald_http_requests_total", dimensions: dimensions, factory: factory),
+                    Timer(label: "herald_http_request_duration_seconds", dimensions: dimensions, factory: factory)
+                )
+                made[key] = m
+                return m
+            }
+            counter.increment()
+            timer.recordNanoseconds(nanoseconds)
+        }
+    }
+
+    let series: Series
+
+    init(factory: any MetricsFactory) { series = Series(factory: factory) }
+
+    static func method(_ m: HTTPRequest.Method) -> String {
+        switch m {
+        case .get, .head, .post, .delete, .put, .patch, .options: return m.rawValue
+        default: return "other"
+        }
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let route = MethodGuard.route(of: request.uri.path) ?? "unmatched", method = Self.method(request.method)
+        let series = self.series
+        func nanoseconds() -> Int64 {
+            let d = ContinuousClock.now - start
+            return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
+        }
+        do {
+            let response = try await next(request, context)
+            series.record(Key(route: route, method: method, status: Int(response.status.code)), nanoseconds: nanoseconds())
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError).map { Int($0.status.code) } ?? 500
+            series.record(Key(route: route, method: method, status: status), nanoseconds: nanoseconds())
+            throw error
+        }
+    }
+}
