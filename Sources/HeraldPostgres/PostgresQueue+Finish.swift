@@ -147,10 +147,17 @@ extension PostgresQueue {
                 RETURNING cardinality(ids) AS n, possible_duplicate
             ), earlier AS (
                 -- Groups this worker wrote already: this write was sent before and committed, its
-                -- answer lost (its lease may be gone since). Counted as written, not as lost.
-                SELECT o.ids, o.possible_duplicate FROM herald_outcomes o
-                JOIN unnest($2::bigint[], $10::int[]) AS a(lease, lo) ON o.lease = a.lease AND o.first_id = ($3::bigint[])[a.lo]
-                WHERE o.owner = $1
+                -- answer lost (its lease may be gone since). Counted as written, not as lost. One
+                -- look-up per group by (lease, first_id), its unique index: the LIMIT keeps the
+                -- planner from making it a join, which a plan made while the table looked empty
+                -- (the statement is prepared once per session) did as a full scan of every outcome
+                -- row on every write: quadratic in a campaign's small writes (docs/scale-out.md).
+                SELECT o.ids, o.possible_duplicate
+                FROM unnest($2::bigint[], $10::int[]) AS a(lease, lo)
+                CROSS JOIN LATERAL (
+                    SELECT ids, possible_duplicate FROM herald_outcomes
+                    WHERE lease = a.lease AND first_id = ($3::bigint[])[a.lo] AND owner = $1 LIMIT 1
+                ) o
             ), back AS (
                 -- Only rows the lease still holds: sent again after a lost answer, a release that
                 -- committed finds its rows gone from the lease, and gives back nothing twice. (One

@@ -61,6 +61,7 @@ public struct PostgresQueueSource: NotificationSource {
         var ahead: [Task<[PostgresQueue.Claimed], any Error>] = []
         // When this worker last looked for the fast lane's rows while at its limit, and the NOTIFY count then.
         var fastLook = (notified: queue.notificationCount, at: ContinuousClock.now)
+        var fastBacklog = false
         while true {
             if stopping(sink) {
                 book.stopRequested.store(true, ordering: .releasing)
@@ -74,14 +75,17 @@ public struct PostgresQueueSource: NotificationSource {
             if book.held >= heldLimit && ahead.isEmpty {
                 // Holding all it may (a campaign, most likely), it still takes the fast lane's rows
                 // when woken, or every `fastLook` (20 ms; `poll` if less), up to twice the limit: an
-                // alert enqueued now must not wait until the campaign held here has gone out, nor for
-                // a NOTIFY (a producer sends at most one per `poll`).
-                if book.held < 2 * heldLimit,
+                // alert enqueued now must not wait until the campaign held here has gone out, nor
+                // for a NOTIFY (a producer sends at most one per `poll`). A look that fills a whole
+                // batch found a backlog of the fast lane, not a few alerts: no more looks until the
+                // worker is under its limit again (what it holds stays within one batch past it).
+                if book.held < 2 * heldLimit, !fastBacklog,
                     queue.notificationCount != fastLook.notified || ContinuousClock.now - fastLook.at >= min(Self.fastLook, queue.configuration.poll)
                 {
                     fastLook = (queue.notificationCount, .now)
                     do {
                         let rows = try await claimBatch(bulk: false)
+                        fastBacklog = rows.count >= queue.configuration.batch
                         if !rows.isEmpty { await emit(rows, into: sink) }
                     } catch {
                         onProblem("\(error); looking again in \(queue.configuration.poll)")
@@ -91,6 +95,7 @@ public struct PostgresQueueSource: NotificationSource {
                 try? await Task.sleep(for: .milliseconds(5))
                 continue
             }
+            fastBacklog = false
             let rows: [PostgresQueue.Claimed]
             // Read before claiming: a NOTIFY after an empty claim still wakes the wait below.
             let notified = queue.notificationCount
