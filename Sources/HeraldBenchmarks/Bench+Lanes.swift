@@ -149,21 +149,14 @@ struct BenchLanes: AsyncParsableCommand {
                             // From when the campaign is under way (every sender's first batch in) until it ends.
                             while started.value < min(batches, tasks) { try await Task.sleep(for: .milliseconds(1)) }
                             // Injected at the rate whatever the answers' latency: each send a task of its own.
-                            let clock = ContinuousClock()
-                            let every = Duration.seconds(1) / max(1, fastRate)
-                            var due = clock.now
-                            var i = 0
                             let times = try await withThrowingTaskGroup(of: Double.self) { sends in
-                                while campaignDone.value == 0 {
-                                    let n = bulk + i
+                                _ = try await Self.inject(rate: fastRate, until: { _ in campaignDone.value != 0 }) { k in
+                                    let n = bulk + k
                                     sends.addTask {
-                                        let start = clock.now
+                                        let start = ContinuousClock.now
                                         guard try await client.send(Self.request(n, priority: 10)).isAccepted else { throw BenchError("lanes: fast send \(n) not accepted") }
-                                        return (clock.now - start).inSeconds * 1000
+                                        return (ContinuousClock.now - start).inSeconds * 1000
                                     }
-                                    i += 1
-                                    due += every
-                                    if due > clock.now { try await Task.sleep(until: due, clock: clock) }
                                 }
                                 var times: [Double] = []
                                 for try await t in sends { times.append(t) }

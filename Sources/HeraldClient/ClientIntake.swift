@@ -163,15 +163,9 @@ final class ClientIntake: Sendable {
     }
 
     /// Takes scheduled request `sequence` back if its time has not come, and records it
-    /// `cancelled` in `ledger` (it never entered the pipeline: it enters the books now, and ends
-    /// there, which resumes its waiter); false when it is on its way or decided.
+    /// `cancelled` in `ledger` (which resumes its waiter); false when it is on its way or decided.
     func cancel(_ sequence: UInt64, ledger: OutcomeLedger) -> Bool {
-        guard let q = requests.cancel(sequence) else { return false }
-        let record = Envelope(sequence: q.sequence, request: q.request)
-            .record(.cancelled(OutcomeReason(.cancelled, "cancelled by ScheduledSend.cancel() before its send-at")))
-        ledger.enter(CollectionOfOne(q.sequence), count: 1)
-        ledger.record(record)
-        return true
+        requests.cancel(sequence, recordingIn: ledger, reason: "cancelled by ScheduledSend.cancel() before its send-at") != nil
     }
 
     /// The caller of `sequence` is gone (cancelled): its notification goes on

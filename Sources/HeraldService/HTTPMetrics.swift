@@ -1,4 +1,5 @@
 import CoreMetrics
+import HeraldCore
 import HTTPTypes
 import Hummingbird
 import Synchronization
@@ -60,10 +61,7 @@ struct HTTPMetrics: RouterMiddleware {
         let start = ContinuousClock.now
         let route = MethodGuard.route(of: request.uri.path) ?? "unmatched", method = Self.method(request.method)
         let series = self.series
-        func nanoseconds() -> Int64 {
-            let d = ContinuousClock.now - start
-            return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
-        }
+        func nanoseconds() -> Int64 { (ContinuousClock.now - start).inNanoseconds }
         do {
             let response = try await next(request, context)
             series.record(Key(route: route, method: method, status: Int(response.status.code)), nanoseconds: nanoseconds())

@@ -60,11 +60,9 @@ final class MemoryIntake: NotificationIntake {
     /// A scheduled send whose time has not come: taken out of the queue and recorded `cancelled`
     /// (its outcome then answers GET, the outcomes file and the webhook like any other).
     func cancel(_ id: UInt64) async -> CancelAnswer {
-        guard let ledger = ledger.withLock({ $0 }), let q = queue.cancel(id) else { return .notCancelled(await state(of: id)) }
-        let record = Envelope(sequence: q.sequence, request: q.request)
-            .record(.cancelled(OutcomeReason(.cancelled, "cancelled by DELETE /v1/notifications/\(id) before its send-at")))
-        ledger.enter(CollectionOfOne(q.sequence), count: 1)
-        ledger.record(record)
+        guard let ledger = ledger.withLock({ $0 }),
+            let record = queue.cancel(id, recordingIn: ledger, reason: "cancelled by DELETE /v1/notifications/\(id) before its send-at")
+        else { return .notCancelled(await state(of: id)) }
         return .cancelled(record)
     }
 

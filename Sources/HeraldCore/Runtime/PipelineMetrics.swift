@@ -29,7 +29,7 @@ final class PipelineMetrics: Sendable {
             let elapsed = ContinuousClock.now - start
             requests.increment(by: count)
             if decided > 0 { self.decided.increment(by: decided) }
-            duration.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+            duration.recordNanoseconds(elapsed.inNanoseconds)
         }
     }
 
@@ -132,7 +132,7 @@ final class LatencyTracker: OutcomeObserver {
                 }
                 guard lo > 0, r.sequence < d[lo - 1].end else { continue }
                 let elapsed = now - d[lo - 1].at
-                times.append(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+                times.append(elapsed.inNanoseconds)
             }
         }
         for t in times { timer.recordNanoseconds(t) }

@@ -107,6 +107,18 @@ package final class RequestQueue: Sendable {
         state.withLock { $0.scheduled.removeValue(forKey: sequence) }
     }
 
+    /// ``cancel(_:)``, and records it `cancelled` with `reason` in `ledger`: a scheduled request
+    /// never entered the pipeline, so it enters the books now and ends there at once (its
+    /// observers, the outcomes file, a waiting caller see it as any other outcome). The record,
+    /// or nil when it is not held here (on its way, decided, or unknown).
+    package func cancel(_ sequence: UInt64, recordingIn ledger: OutcomeLedger, reason: String) -> OutcomeRecord? {
+        guard let q = cancel(sequence) else { return nil }
+        let record = Envelope(sequence: q.sequence, request: q.request).record(.cancelled(OutcomeReason(.cancelled, reason)))
+        ledger.enter(CollectionOfOne(q.sequence), count: 1)
+        ledger.record(record)
+        return record
+    }
+
     /// Whether request `sequence` waits for its `send-at`.
     package func isScheduled(_ sequence: UInt64) -> Bool { scheduledSendAt(sequence) != nil }
     /// When request `sequence` is to be sent (epoch milliseconds), while it waits for that time.
