@@ -49,6 +49,10 @@ public final class LeaseBook: Sendable {
         /// over by this worker's own claims, from the moment their claim took them. (A claim whose
         /// rows could not be read keeps them here until they are recovered.)
         var reserved: [Int64: [Int64]] = [:]
+        /// Finished leases (every row's outcome written, or none left) whose drop failed: dropped
+        /// again with the next renewal (``QueueOutcomeWriter/renewWhileRunning()``), not left to run
+        /// out and wait for a claim to take them over.
+        var undropped: Set<Int64> = []
         /// The span holding `sequence` undecided.
         func find(_ sequence: UInt64) -> (span: Int, index: Int)? {
             // Spans are in sequence order: the last one starting at or before it.
@@ -153,6 +157,10 @@ public final class LeaseBook: Sendable {
             return finished
         }
     }
+    /// These finished leases could not be dropped (the database was away): kept to be dropped again.
+    func dropFailed(_ leases: [Int64]) { rows.withLock { $0.undropped.formUnion(leases) } }
+    /// The finished leases whose drop failed, forgotten here (``dropFailed(_:)`` keeps them again if this drop fails too).
+    func takeUndropped() -> [Int64] { rows.withLock { r in defer { r.undropped.removeAll() }; return r.undropped.sorted() } }
     func peek(_ sequence: UInt64) -> Int64? { rows.withLock { r in r.find(sequence).map { r.spans[$0.span].rows[$0.index] } } }
     /// Rows emitted whose outcome has not been decided yet.
     public var count: Int { rows.withLock { $0.undecided } }

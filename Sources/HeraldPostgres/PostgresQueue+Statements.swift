@@ -112,6 +112,7 @@ extension PostgresQueue {
 
     /// Deletes these leases where this worker holds them (their rows are all finished).
     public func dropLeases(_ leases: [Int64]) async throws(QueueError) {
+        if Self.takeOne(failDrops) { throw QueueError("PostgreSQL \(configuration): dropping \(leases.count) finished leases: the connection was lost (a test's fault)", isOutage: true) }
         guard !leases.isEmpty else { return }
         _ = try await named("dropping \(leases.count) finished leases") { [self] in
             try await count(

@@ -59,6 +59,8 @@ public final class PostgresQueue: Service, Sendable {
     package let loseClaimAnswers = Atomic<Int>(0)
     /// Tests only: the same for outcome writes.
     package let loseWriteAnswers = Atomic<Int>(0)
+    /// Tests only: how many drops of finished leases to come fail before they reach the database.
+    package let failDrops = Atomic<Int>(0)
     /// Tests only: ``wakeWorkers()`` sends no `NOTIFY` (the wake-up path off, to measure what it costs).
     package let quiet = Atomic<Bool>(false)
 

@@ -193,8 +193,8 @@ public struct PostgresQueueSource: NotificationSource {
     }
 
     /// Notes the rows of the claims with these tokens in the book, and drops the leases they took
-    /// over with nothing left to send (if that fails, they run out again and the next claim that
-    /// takes them drops them). Rows of a lease this worker holds already are not sent again
+    /// over with nothing left to send (if that fails, the book keeps them and the next renewal
+    /// drops them). Rows of a lease this worker holds already are not sent again
     /// (``LeaseBook/claim(_:tokens:)``).
     func noted(_ claim: PostgresQueue.Claim, tokens: [Int64]) async -> [PostgresQueue.Claimed] {
         let rows = book.claim(claim.rows, tokens: tokens)
@@ -203,7 +203,7 @@ public struct PostgresQueueSource: NotificationSource {
             onProblem("a claim took over a lease this worker holds; its \(claim.rows.count - rows.count) rows in flight here are not sent again")
         }
         let empty = claim.emptyLeases.filter { !book.holds($0) }
-        if !empty.isEmpty { try? await queue.dropLeases(empty) }
+        if !empty.isEmpty { await drop(empty, book: book, queue: queue, onProblem: onProblem) }
         return rows
     }
 

@@ -183,7 +183,7 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
                 outage.withLock { $0.failingSince = nil }
                 // A lease whose rows were written by two writes at once is finished by neither: dropped now.
                 let finished = book.settle(batch, written: true).filter { !complete.contains($0) }
-                if !finished.isEmpty { try? await queue.dropLeases(finished) }
+                if !finished.isEmpty { await drop(finished, book: book, queue: queue, onProblem: onProblem) }
                 state.withLock { s in
                     s.report.written += result.written
                     s.report.possibleDuplicates += result.possibleDuplicates
@@ -226,6 +226,20 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
             } catch {
                 onProblem("\(error)")
             }
+            let undropped = book.takeUndropped()
+            if !undropped.isEmpty { await drop(undropped, book: book, queue: queue, onProblem: onProblem) }
         }
+    }
+}
+
+/// Drops finished leases (``PostgresQueue/dropLeases(_:)``); if that fails, says so and keeps them in
+/// the book, for the writer's next renewal to drop: a finished lease left in place is harmless
+/// (no claim finds a row of it to send) but stays until it runs out and a claim takes it over.
+func drop(_ leases: [Int64], book: LeaseBook, queue: PostgresQueue, onProblem: @Sendable (String) -> Void) async {
+    do {
+        try await queue.dropLeases(leases)
+    } catch {
+        book.dropFailed(leases)
+        onProblem("\(error); dropping them again with the next renewal")
     }
 }

@@ -263,7 +263,21 @@ struct Outbox {
         while try await finished() < rows && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
         await #expect(try tally(cluster, db) == ["done|accepted": rows])
         await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE possible_duplicate <> (attempts > 1)") == "0")
-        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
+        // Every lease dropped: with the write that finishes it, or (its drop failed: the database
+        // away) with the worker's next renewal, a third of the lease (5 s) later.
+        let leasesGone = clock.now + .seconds(5)
+        while try await cluster.psql(db, "SELECT count(*) FROM herald_leases") != "0" && clock.now < leasesGone {
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let left = try await cluster.psql(db, """
+            SELECT string_agg(format('lease %s owner %s expires in %s attempts %s lane %s rows %s unfinished %s', l.lease, l.owner,
+                                     round(extract(epoch FROM l.expires - now())::numeric, 1), l.attempts, l.lane,
+                                     (SELECT count(*) FROM \(PostgresQueue.leaseRows(of: "l"))),
+                                     (SELECT count(*) FROM (SELECT u FROM \(PostgresQueue.leaseRows(of: "l")) AS u
+                                                            EXCEPT SELECT unnest(o.ids) FROM herald_outcomes o) x)), '; ')
+            FROM herald_leases l
+            """)
+        #expect(left.isEmpty, "leases left: \(left); worker logs: \(logs().suffix(1500))")
         let marked = Int(try await cluster.psql(db, "SELECT count(*) FROM herald_rows WHERE possible_duplicate")) ?? -1
         return Figures(rows: rows, marked: marked)
     }

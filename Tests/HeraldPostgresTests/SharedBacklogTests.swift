@@ -71,7 +71,15 @@ struct SharedBacklogTests {
                 FROM (SELECT finished_at - lag(finished_at) OVER (ORDER BY finished_at) AS gap FROM herald_outcomes) g WHERE gap IS NOT NULL
                 """).split(separator: "|")
             let longest = Double(gaps.first ?? "") ?? .infinity
-            print("lone drain, trial \(trial): longest gap between outcome writes \(longest) ms over \(gaps.last ?? "?") writes")
+            // Where the longest gaps fell: rows written before each, and the size of the write after it.
+            let worst = try await cluster.psql(db, """
+                SELECT string_agg(format('%s ms after %s rows (then %s)', round(gap * 1000), before, n), '; ' ORDER BY gap DESC)
+                FROM (SELECT extract(epoch FROM finished_at - lag(finished_at) OVER w) AS gap,
+                             coalesce(sum(cardinality(ids)) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before,
+                             cardinality(ids) AS n
+                      FROM herald_outcomes WINDOW w AS (ORDER BY finished_at) ORDER BY gap DESC NULLS LAST LIMIT 4) g
+                """)
+            print("lone drain, trial \(trial): longest gap between outcome writes \(longest) ms over \(gaps.last ?? "?") writes (\(try heraldExecutable().path)); longest: \(worst)")
             #expect(longest <= 100, "trial \(trial): \(longest) ms between two outcome writes")
             await #expect(try tally(cluster, db) == ["done|accepted": 100_000], "trial \(trial)")
         }

@@ -280,6 +280,34 @@ struct WorkerTests {
         await #expect(try tally(cluster, db) == ["done|accepted": 503])
     }
 
+    @Test("a finished lease whose drop fails is dropped again with the worker's next renewal, not left until it runs out and a claim takes it over")
+    func failedDropRetried() async throws {
+        let (cluster, db) = try await freshDatabase()
+        // Another worker wrote every outcome of its lease and lost it before dropping it.
+        let before = try await openQueue(cluster, db, owner: "gone", lease: .seconds(1))
+        #expect(try await before.enqueue(requestLines(10).lines) == 10)
+        let held = try await claimSoon(before, limit: 10)
+        #expect(try await before.finish(finished(held, Array(repeating: .accepted, count: held.count))).written == 10)
+        await before.close()
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "1")
+        try await Task.sleep(for: .seconds(1.5))
+        // This worker's claim takes the finished lease over, and its drop fails. A 15 s lease: renewed
+        // (and the failed drop retried) every 5 s; left to run out, the drain would take 15 s more.
+        let queue = try await openQueue(cluster, db, owner: "dropper", lease: .seconds(15))
+        #expect(try await queue.enqueue(requestLines(5).lines) == 5)
+        queue.failDrops.store(1, ordering: .relaxed)
+        let problems = ProblemLog()
+        let clock = ContinuousClock(), start = clock.now
+        let run = try await drainWorker(queue, problems: problems)
+        let took = clock.now - start
+        await queue.close()
+        #expect(problems.all.count == 1 && problems.all.allSatisfy { $0.contains("dropping them again with the next renewal") }, "\(problems.all)")
+        #expect(run.report.written == 5)
+        #expect(took < .seconds(12), "the drain took \(took): the lease ran out before it was dropped")
+        await #expect(try cluster.psql(db, "SELECT count(*) FROM herald_leases") == "0")
+        await #expect(try tally(cluster, db) == ["done|accepted": 15])
+    }
+
     @Test("rows that failed only because the worker stopped (a second signal, the drain deadline) go back to the queue unsent; other failures end their rows")
     func releasedOnStop() async throws {
         let (cluster, db) = try await freshDatabase()

@@ -11,10 +11,14 @@ public func heraldExecutable() throws -> URL {
     try builtExecutable("herald")
 }
 
-/// One of the package's executables (`herald`, `herald-strings`), built next to the tests.
+/// One of the package's executables (`herald`, `herald-strings`), built next to the tests: the
+/// debug build, or with `HERALD_TEST_EXECUTABLES=release` the release build (`.ci/run` runs the
+/// tests bounding a worker's pauses against the build operators run).
 public func builtExecutable(_ name: String) throws -> URL {
     let root = repositoryRoot()
-    for candidate in [".build/debug/\(name)", ".build/release/\(name)"] {
+    var candidates = [".build/debug/\(name)", ".build/release/\(name)"]
+    if ProcessInfo.processInfo.environment["HERALD_TEST_EXECUTABLES"] == "release" { candidates.reverse() }
+    for candidate in candidates {
         let url = root.appendingPathComponent(candidate)
         if FileManager.default.isExecutableFile(atPath: url.path) { return url }
     }
