@@ -228,7 +228,7 @@ public final class PostgresQueue: Service, Sendable {
             let why = QueueError.explain(error)
             if configuration.pooling == .session && why.contains("unsupported startup parameter") {
                 throw QueueError(
-                    "\(place): the server refused the session setting plan_cache_mode (\(why)): a pooler such as PgBouncer? "
+                    "\(place): the server refused the session settings jit, plan_cache_mode and enable_bitmapscan (\(why)): a pooler such as PgBouncer? "
                         + "Set the queue's \"pooling\" to \"transaction\" (docs/scale-out.md, \"Behind PgBouncer\")")
             }
             throw QueueError("\(place): migrating the queue's schema: \(why)")

@@ -141,7 +141,18 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         if connectionsKeptOpen { c.options.minimumConnections = c.options.maximumConnections }
         c.options.connectTimeout = connectTimeout
         c.options.tlsServerName = serverName
+        c.options.additionalStartupParameters = sessionStartupParameters
         return c
+    }
+
+    /// The session settings every connection starts with (none with `pooling` "transaction", see
+    /// ``plannedStartupParameters``): no JIT compilation. Herald's statements each touch a few
+    /// rows, but a plan's cost estimate follows the table's size: once `notifications` holds a
+    /// million rows (one `COPY`), the claim's row read and the outcome write are estimated past
+    /// `jit_above_cost` (100,000) and PostgreSQL compiled 273 expressions for each, 300-600 ms a
+    /// statement against a millisecond's work: a 1,000,000-row drain ran 1,530 rows a second.
+    var sessionStartupParameters: [(String, String)] {
+        pooling == .session ? [("jit", "off")] : []
     }
 
     /// The client for the claim and the outcome write, the two statements run for every batch, both
@@ -156,11 +167,17 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         return c
     }
 
-    /// The session setting the planned pool's connections start with; none with `pooling`
-    /// "transaction": PgBouncer refuses startup parameters it does not know ("unsupported startup
-    /// parameter"), and a pooler would not keep them for the session anyway.
+    /// The session settings the planned pool's connections start with: ``sessionStartupParameters``
+    /// and `plan_cache_mode`; none with `pooling` "transaction": PgBouncer refuses startup
+    /// parameters it does not know ("unsupported startup parameter"), and a pooler would not keep
+    /// them for the session anyway (docs/scale-out.md, "Behind PgBouncer", says to set `jit` off
+    /// for the worker's role there).
+    /// A generic plan cannot see how many rows a lease's range holds; with statistics made before
+    /// a large `COPY`, the claim's row read estimated a few hundred thousand rows and read its 2,000
+    /// through a bitmap and a sort, 20-60 ms a claim, against a few milliseconds in index order
+    /// (`enable_bitmapscan` off; the claim's functions carry the same setting, migration 14).
     var plannedStartupParameters: [(String, String)] {
-        pooling == .session ? [("plan_cache_mode", "force_generic_plan")] : []
+        pooling == .session ? sessionStartupParameters + [("plan_cache_mode", "force_generic_plan"), ("enable_bitmapscan", "off")] : []
     }
 
     /// One connection's configuration (for migrations: they fail at once when the server cannot be

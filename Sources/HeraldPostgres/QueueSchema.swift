@@ -304,6 +304,7 @@ public enum QueueSchema {
         shortClaims,
         lanes,
         scheduled,
+        plans,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.

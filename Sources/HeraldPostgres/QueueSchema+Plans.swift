@@ -1,0 +1,76 @@
+extension QueueSchema {
+    /// Migration 14: the claim's functions planned the same whatever the statistics say.
+    /// docs/scale-out.md ("Plans that do not follow the statistics (version 14)").
+    ///
+    /// Each of these finds rows past a position in the index's order (`lane, xid, id`), a few
+    /// thousand at most. Planned with statistics made before a large `COPY` (autovacuum analyzes a
+    /// minute or more later), the planner expected one row where a million were, and read them all
+    /// through a bitmap and sorted them: 0.8 s for the claim's "is anything left" check, as long
+    /// again for the batch's end, on every claim (a 1,000,000-row `herald work --drain` ran 1,530
+    /// rows a second until the table was analyzed). Without bitmap scans the index's order is the
+    /// only cheap way to a `LIMIT`. No JIT either: the same misestimates crossed `jit_above_cost`
+    /// and compiled each statement's expressions, 300-600 ms against a few milliseconds' work. (The
+    /// worker's sessions start with both settings too; these carry them where a pooler's sessions
+    /// cannot, `pooling` "transaction".)
+    static let plans = Migration(
+        version: 14,
+        description: "the claim's functions: no bitmap scans, no JIT, whatever the statistics",
+        statements: [
+            // herald_batch (migration 12) with upper bounds a B-tree ends its scan at. PostgreSQL
+            // 15 ends a scan at a row comparison's upper bound ((xid, id) <= (…, …)) only by its
+            // first column: within one transaction's rows it read on to that transaction's last.
+            // Reading a lease's 2,000 rows of a campaign committed at once walked every entry of
+            // the campaign after them (4,500 index pages, 60-130 ms a claim with 900,000 behind:
+            // a drain quadratic in its backlog). Split where the range starts and ends, each part
+            // is bounded by a column of its own: the first transaction's ids after the start, the
+            // transactions between, the last one's ids up to the end. Transactions running when
+            // the batch opened keep their bounds as before (each is read to its own last row at
+            // most; bounded on both sides by `id` alone, the primary key looked the cheaper path
+            // to them, and read every row). The same rows in the same order.
+            """
+            CREATE OR REPLACE FUNCTION herald_batch(lo pg_snapshot, hi pg_snapshot, after_xid xid8, after_id bigint, upto_xid xid8, upto_id bigint, lim bigint, want_lane herald_lane)
+            RETURNS TABLE (xid xid8, id bigint, body text) LANGUAGE sql STABLE AS $$
+                SELECT b.xid, b.id, b.body FROM (
+                    -- Transactions running at `lo` that committed by `hi`: each its ids in the range.
+                    (SELECT n.xid, n.id, n.body
+                     FROM pg_snapshot_xip(lo) AS x(xid)
+                     CROSS JOIN LATERAL (
+                         SELECT n.xid, n.id, n.body FROM notifications n
+                         WHERE n.lane = want_lane AND n.xid = x.xid
+                           AND n.id > CASE WHEN x.xid = after_xid THEN after_id ELSE '-9223372036854775808'::bigint END
+                           AND (n.xid, n.id) <= (upto_xid, upto_id)
+                         ORDER BY n.xid, n.id LIMIT lim) n
+                     WHERE x.xid >= after_xid AND pg_visible_in_snapshot(x.xid, hi)
+                     ORDER BY n.xid, n.id LIMIT lim)
+                    UNION ALL
+                    -- Transactions from `lo`'s xmax on, committed by `hi`: where the range starts,
+                    -- the first one's ids after the start ...
+                    (SELECT n.xid, n.id, n.body FROM notifications n
+                     WHERE n.lane = want_lane AND n.xid = greatest(after_xid, pg_snapshot_xmax(lo))
+                       AND n.id > CASE WHEN after_xid >= pg_snapshot_xmax(lo) THEN after_id ELSE 0 END
+                       AND n.id <= CASE WHEN greatest(after_xid, pg_snapshot_xmax(lo)) = upto_xid THEN upto_id ELSE 9223372036854775807 END
+                       AND greatest(after_xid, pg_snapshot_xmax(lo)) <= upto_xid AND greatest(after_xid, pg_snapshot_xmax(lo)) < pg_snapshot_xmax(hi)
+                       AND pg_visible_in_snapshot(n.xid, hi)
+                     ORDER BY n.xid, n.id LIMIT lim)
+                    UNION ALL
+                    -- ... the transactions between ...
+                    (SELECT n.xid, n.id, n.body FROM notifications n
+                     WHERE n.lane = want_lane AND n.xid > greatest(after_xid, pg_snapshot_xmax(lo)) AND n.xid < upto_xid
+                       AND n.xid < pg_snapshot_xmax(hi) AND pg_visible_in_snapshot(n.xid, hi)
+                     ORDER BY n.xid, n.id LIMIT lim)
+                    UNION ALL
+                    -- ... and where it ends, the last one's ids up to the end.
+                    (SELECT n.xid, n.id, n.body FROM notifications n
+                     WHERE n.lane = want_lane AND n.xid = upto_xid AND n.id <= upto_id
+                       AND upto_xid > greatest(after_xid, pg_snapshot_xmax(lo)) AND upto_xid < pg_snapshot_xmax(hi) AND pg_visible_in_snapshot(n.xid, hi)
+                     ORDER BY n.xid, n.id LIMIT lim)
+                ) b
+                ORDER BY b.xid, b.id LIMIT lim
+            $$
+            """,
+            "ALTER FUNCTION herald_claim_lease(text, float8, bigint, bigint, herald_lane) SET enable_bitmapscan = off SET jit = off",
+            "ALTER FUNCTION herald_batch_end(pg_snapshot, pg_snapshot, xid8, bigint, bigint, herald_lane) SET enable_bitmapscan = off SET jit = off",
+            "ALTER FUNCTION herald_unclaimed(bigint, herald_lane) SET enable_bitmapscan = off SET jit = off",
+            "ALTER FUNCTION herald_unclaimed(bigint) SET enable_bitmapscan = off SET jit = off",
+        ])
+}
