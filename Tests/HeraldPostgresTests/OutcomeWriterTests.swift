@@ -51,22 +51,20 @@ struct OutcomeWriterTests {
         let cluster = try await offPool { try PostgresCluster() }
         defer { cluster.stop() }
         let db = try await cluster.createDatabase()
+        // The set-up with the default timeouts, under the same owner: the writers' 3 s answer and 1 s
+        // connect timeouts are for the outage, and a full parallel test run kept the fresh cluster's
+        // first statements waiting longer than that, before anything was tested.
+        let setup = PostgresQueue(configuration: queueConfiguration(cluster, db, lease: .seconds(2)), owner: "outage-at-the-end").start()
+        try await setup.migrate()
+        #expect(try await setup.enqueue(requestLines(20).lines) == 20)
+        let drainedRows = try await claimSoon(setup, limit: 10)
+        let stoppedRows = try await claimSoon(setup, limit: 10, inFlight: Array(Set(drainedRows.map(\.lease))))
+        #expect(drainedRows.count == 10 && stoppedRows.count == 10)
+        await setup.close()
         var configuration = queueConfiguration(cluster, db, lease: .seconds(2))
         configuration.answerTimeout = .seconds(3)
         configuration.connectTimeout = .seconds(1)
         let queue = PostgresQueue(configuration: configuration, owner: "outage-at-the-end").start()
-        // The 1 s connect timeout is for the outage; a full parallel test run once kept the fresh
-        // cluster's first connection waiting longer than that, before anything was tested.
-        var migrated = false
-        for _ in 0..<2 where !migrated {
-            migrated = (try? await queue.migrate()) != nil
-            if !migrated { try await Task.sleep(for: .seconds(1)) }
-        }
-        if !migrated { try await queue.migrate() }
-        #expect(try await queue.enqueue(requestLines(20).lines) == 20)
-        let drainedRows = try await claimSoon(queue, limit: 10)
-        let stoppedRows = try await claimSoon(queue, limit: 10, inFlight: Array(Set(drainedRows.map(\.lease))))
-        #expect(drainedRows.count == 10 && stoppedRows.count == 10)
 
         func writer(_ rows: [PostgresQueue.Claimed], stopped: Bool, _ problems: ProblemLog) -> QueueOutcomeWriter {
             let book = LeaseBook()
