@@ -19,8 +19,12 @@ struct QueueSoakTests {
         let config = dir + "/herald.json"
         try #"""
         {"queue":{"type":"postgres","host":"\#(cluster.host)","port":\#(cluster.port),"user":"\#(cluster.user)","database":"\#(db)","lease":5,"batch":500,"poll":0.1},
-         "transport":{"type":"simulator"}}
+         "transport":{"type":"simulator"},"stages":[{"type":"rate-limit","after":"ingest","perSecond":5000}]}
         """#.write(toFile: config, atomically: true, encoding: .utf8)
+        // Each worker sends 5,000 a second (its pipeline's rate-limit stage): a backlog builds while
+        // the enqueuer runs, so a worker holds rows whenever it is killed. Unpaced, workers as fast as
+        // stop 47's claims idled between the enqueuer's inserts, each lease lived a few milliseconds,
+        // and CI's loaded parallel run caught none in thirty tries.
         let total = 300_000
         // Distinct tokens so that the simulator's answers are per request; every line valid.
         let handle = try #require(FileHandle(forWritingAtPath: { FileManager.default.createFile(atPath: dir + "/requests.jsonl", contents: nil); return dir + "/requests.jsonl" }()))
@@ -66,7 +70,7 @@ struct QueueSoakTests {
                 while try await held(by: workers[2]) == 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
                 let victim = workers[2]
                 kill(victim, SIGKILL)
-                #expect(waitForExit(victim) == 128 + SIGKILL)
+                #expect(try await offPool { waitForExit(victim) } == 128 + SIGKILL)
                 leased = try await held(by: victim)
                 restarts += 1
                 workers[2] = try startWorker("c\(restarts)")
@@ -77,6 +81,9 @@ struct QueueSoakTests {
         let enqueued = try await offPool { waitForExit(enqueuer) }
         #expect(enqueued == 0, "\(String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: dir + "/enqueue.log"))) ?? Data(), as: UTF8.self))")
         while try await done() < total && clock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
+        // A worker started a moment ago may not handle signals yet (a process's first hundred
+        // milliseconds or so, before main): SIGINT would end it on the spot, 130 (CI saw it).
+        try await Task.sleep(for: .seconds(2))
         for w in workers { kill(w, SIGINT) }
         let running = workers
         let statuses = try await offPool { running.map(waitForExit) }
