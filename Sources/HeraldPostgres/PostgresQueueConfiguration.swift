@@ -167,15 +167,16 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
         return c
     }
 
-    /// The session settings the planned pool's connections start with: ``sessionStartupParameters``
-    /// and `plan_cache_mode`; none with `pooling` "transaction": PgBouncer refuses startup
-    /// parameters it does not know ("unsupported startup parameter"), and a pooler would not keep
-    /// them for the session anyway (docs/scale-out.md, "Behind PgBouncer", says to set `jit` off
-    /// for the worker's role there).
-    /// A generic plan cannot see how many rows a lease's range holds; with statistics made before
-    /// a large `COPY`, the claim's row read estimated a few hundred thousand rows and read its 2,000
-    /// through a bitmap and a sort, 20-60 ms a claim, against a few milliseconds in index order
-    /// (`enable_bitmapscan` off; the claim's functions carry the same setting, migration 14).
+    /// The session settings the planned pool's connections start with: ``sessionStartupParameters``,
+    /// `plan_cache_mode` and `enable_bitmapscan` off; none with `pooling` "transaction": PgBouncer
+    /// refuses startup parameters it does not know ("unsupported startup parameter"), and a pooler
+    /// would not keep them for the session anyway (docs/scale-out.md, "Behind PgBouncer", says to
+    /// set `jit` off for the worker's role there).
+    ///
+    /// No bitmap scans: a generic plan cannot see how many rows a lease's range holds; with
+    /// statistics made before a large `COPY`, the claim's row read estimated a few hundred thousand
+    /// rows and read its 2,000 through a bitmap and a sort, 20-60 ms a claim, against a few
+    /// milliseconds in index order (the claim's functions carry the same setting, migration 14).
     var plannedStartupParameters: [(String, String)] {
         pooling == .session ? sessionStartupParameters + [("plan_cache_mode", "force_generic_plan"), ("enable_bitmapscan", "off")] : []
     }
