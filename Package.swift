@@ -58,7 +58,7 @@ let package = Package(
         // Payload builder and size guard (issue 3).
         .target(name: "HeraldPayload", dependencies: ["HeraldJSON", "HeraldCore"]),
         // String catalogs and the localizer (issue 4).
-        .target(name: "HeraldLocalization", dependencies: ["HeraldJSON", "HeraldCore"]),
+        .target(name: "HeraldLocalization", dependencies: ["HeraldJSON", "HeraldCore"], exclude: ["CLDR/generate.py"]),
         // Binary interface codecs: frames, error responses, feedback tuples (issue 5).
         .target(name: "HeraldBinary", dependencies: ["HeraldCore", .product(name: "DequeModule", package: "swift-collections")]),
         // The in-memory APNs simulator and its transport (issue 5).
@@ -258,7 +258,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "HeraldPayloadTests", dependencies: ["HeraldJSON", "HeraldCore", "HeraldPayload", .product(name: "PropertyBased", package: "swift-property-based")]),
-        .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldCore", "HeraldLocalization", .product(name: "PropertyBased", package: "swift-property-based")]),
+        .testTarget(name: "HeraldLocalizationTests", dependencies: ["HeraldCore", "HeraldLocalization", "HeraldTestSupport", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "HeraldBinaryTests", dependencies: ["HeraldJSON", "HeraldCore", "HeraldBinary", "HeraldSimulator", .product(name: "PropertyBased", package: "swift-property-based")]),
         // Helpers shared by the test targets.
         .target(name: "HeraldTestSupport", dependencies: ["HeraldTesting"], path: "Tests/HeraldTestSupport"),

@@ -71,8 +71,9 @@ struct BenchRecord: AsyncParsableCommand {
         var records = 0
         do {
             let reader = try LogReader(paths: [dir])
-            FileManager.default.createFile(atPath: plain, contents: nil)
-            guard let out = FileHandle(forWritingAtPath: plain) else { throw BenchError("cannot write \(plain)") }
+            guard FileManager.default.createFile(atPath: plain, contents: nil), let out = FileHandle(forWritingAtPath: plain) else {
+                throw BenchError("cannot write \(plain)")
+            }
             var w = JSONWriter(capacity: 1 << 20)
             while let r = reader.next() {
                 records += 1

@@ -57,75 +57,35 @@ public struct CatalogEntry: Sendable, Hashable {
     }
 }
 
-/// CLDR plural categories.
-public enum PluralCategory: String, Sendable, Hashable, CaseIterable {
-    case zero, one, two, few, many, other
-
-    /// The category of the integer `n` in `language`, by the CLDR cardinal
-    /// rules for integers of the languages most apps ship (others: `one` for 1,
-    /// `other` otherwise).
-    public static func of(_ n: Int64, language: String) -> PluralCategory {
-        let a = n.magnitude
-        let m10 = a % 10, m100 = a % 100
-        switch language {
-        case "ja", "zh", "ko", "vi", "th", "id", "ms", "my", "lo", "km", "yue":
-            return .other
-        case "fr", "pt", "hi", "bn", "fa", "am", "zu", "gu", "kn":
-            return a <= 1 ? .one : .other
-        case "ru", "uk", "be":
-            if m10 == 1 && m100 != 11 { return .one }
-            if (2...4).contains(m10) && !(12...14).contains(m100) { return .few }
-            return .many
-        case "pl":
-            if a == 1 { return .one }
-            if (2...4).contains(m10) && !(12...14).contains(m100) { return .few }
-            return .many
-        case "cs", "sk":
-            if a == 1 { return .one }
-            return (2...4).contains(a) ? .few : .other
-        case "ar":
-            if a == 0 { return .zero }
-            if a == 1 { return .one }
-            if a == 2 { return .two }
-            if (3...10).contains(m100) { return .few }
-            if (11...99).contains(m100) { return .many }
-            return .other
-        case "he":
-            if a == 1 { return .one }
-            if a == 2 { return .two }
-            return .other
-        default:
-            return a == 1 ? .one : .other
-        }
-    }
-}
-
 /// Plural forms of one value. The form is chosen by the selecting argument
 /// (the first numeric specifier of the `other` form, else its first argument)
-/// read as an integer: an explicit `zero` form wins for 0, then the language's
-/// CLDR category, then `other`. A selecting argument that is not an integer
+/// as that specifier writes it (``FormatSpecifier/pluralOperands(of:)``): an
+/// explicit `zero` form wins for 0, then the language's CLDR category
+/// (``PluralRules``), then `other`. A selecting argument that is not a number
 /// uses `other`.
 public struct PluralTemplate: Sendable, Hashable {
     public let forms: [PluralCategory: FormatTemplate]
-    public let selectorIndex: Int
+    /// The specifier whose argument picks the form.
+    public let selector: FormatSpecifier
+    public var selectorIndex: Int { selector.index }
     public let argumentCount: Int
 
     public init(forms: [PluralCategory: FormatTemplate]) throws(FormatError) {
         guard let other = forms[.other] else { throw FormatError("plural variations need an \"other\" form") }
-        var selector: Int?
+        var selector: FormatSpecifier?
         for case .argument(let a) in other.segments where a.conversion != .string {
-            selector = a.index
+            selector = a
             break
         }
         if selector == nil {
             for case .argument(let a) in other.segments {
-                selector = a.index
+                selector = a
                 break
             }
         }
         guard let selector else { throw FormatError("plural variations but the \"other\" form takes no argument") }
         self.forms = forms
-        self.selectorIndex = selector
+        self.selector = selector
         self.argumentCount = forms.values.map(\.argumentCount).max() ?? 0
     }
 
@@ -137,11 +97,11 @@ public struct PluralTemplate: Sendable, Hashable {
 
     /// The form for `arguments` in `language`.
     public func form(for arguments: [String], language: LanguageTag) -> FormatTemplate {
-        guard selectorIndex < arguments.count, let n = FormatSpecifier.parseInteger(arguments[selectorIndex]) else {
+        guard selectorIndex < arguments.count, let n = selector.pluralOperands(of: arguments[selectorIndex]) else {
             return forms[.other]!
         }
-        if n == 0, let zero = forms[.zero] { return zero }
-        return forms[PluralCategory.of(n, language: language.language)] ?? forms[.other]!
+        if n.i == 0, n.t == 0, let zero = forms[.zero] { return zero }
+        return forms[PluralRules.category(of: n, language: language)] ?? forms[.other]!
     }
 
     public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {

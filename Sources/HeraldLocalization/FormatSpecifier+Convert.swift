@@ -114,3 +114,25 @@ extension FormatSpecifier {
         return String(decoding: buffer.prefix(max(0, Int(n))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
+
+extension FormatSpecifier {
+    /// The number `argument` is for plural rules, as this specifier writes it:
+    /// an integer conversion by its value; a floating-point one by its printed
+    /// digits (`%.1f` of "1" is "1.0": one fraction digit, English "other");
+    /// `%@` by the argument's own text ("1.50"). `nil` when it is not a number.
+    func pluralOperands(of argument: String) -> PluralOperands? {
+        switch conversion {
+        case .signed:
+            return Self.parseInteger(argument).map { PluralOperands($0) }
+        case .unsigned:
+            guard let u = Self.parseUnsigned(argument) else { return nil }
+            return PluralOperands(i: u < PluralOperands.limit ? u : PluralOperands.limit + u % PluralOperands.limit)
+        case .float:
+            var printed = ""
+            guard (try? append(argument, to: &printed)) != nil else { return nil }
+            return PluralOperands(parsing: Self.trim(printed)) ?? PluralOperands(parsing: Self.trim(argument))
+        case .string:
+            return PluralOperands(parsing: Self.trim(argument))
+        }
+    }
+}

@@ -3,7 +3,9 @@
 # apns3 (apns3_client.py), h2 and cryptography (h2_client.py) and proxy.py
 # (the HTTPS proxy of HTTP2ProxyTests), prometheus_client (serve_client.py) and
 # schemathesis (herald serve against its OpenAPI document) and orjson
-# (herald bench send's baseline) in it, and
+# (herald bench send's baseline) and Babel (CLDR's plural rules: the data
+# Sources/HeraldLocalization/CLDR/generate.py reads and the evaluator
+# PluralRulesBabelTests compares with) in it, and
 # print the path of its python on stdout (nothing else goes to stdout).
 # Idempotent and safe to run concurrently (flock).
 #
@@ -26,6 +28,8 @@ PROMETHEUS_SPEC="prometheus_client>=0.17"
 SCHEMATHESIS_SPEC="schemathesis>=4.3,<5"
 # orjson: herald bench send's baseline (parse-only of the same lines, issue 29).
 ORJSON_SPEC="orjson>=3.9"
+# Babel: pinned, since the generated PluralRules+CLDR.swift is checked against its CLDR data.
+BABEL_SPEC="Babel==2.19.0"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 venv="${HERALD_INTEROP_VENV:-.build/interop-venv}"
@@ -50,7 +54,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 import proxy
 from prometheus_client.parser import text_string_to_metric_families
 import schemathesis
-import orjson'
+import orjson
+import babel
+assert babel.__version__ == "2.19.0"'
 
 ready() {
     [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1
@@ -78,9 +84,9 @@ if ! ready; then
         "$python" -m venv "$venv" >&2 \
             || fail "'$python -m venv $venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" "$SCHEMATHESIS_SPEC" "$ORJSON_SPEC" >&2 \
-        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC $SCHEMATHESIS_SPEC $ORJSON_SPEC' into $venv failed (is PyPI reachable?)"
-    ready || fail "apns3, h2, cryptography, proxy.py, prometheus_client, schemathesis or orjson does not import in $venv after installing them"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" "$SCHEMATHESIS_SPEC" "$ORJSON_SPEC" "$BABEL_SPEC" >&2 \
+        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC $SCHEMATHESIS_SPEC $ORJSON_SPEC $BABEL_SPEC' into $venv failed (is PyPI reachable?)"
+    ready || fail "apns3, h2, cryptography, proxy.py, prometheus_client, schemathesis, orjson or Babel $BABEL_SPEC does not import in $venv after installing them"
 fi
 
 echo "$venv/bin/python"
