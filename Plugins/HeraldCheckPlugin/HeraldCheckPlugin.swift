@@ -59,7 +59,7 @@ struct HeraldCheckPlugin: CommandPlugin {
     }
 
     func isTemplate(_ url: URL) -> Bool { url.lastPathComponent.hasSuffix(".herald.jsonl") }
-    func isInput(_ url: URL) -> Bool { isTemplate(url) || ["strings", "xcstrings"].contains(url.pathExtension) }
+    func isInput(_ url: URL) -> Bool { isTemplate(url) || ["strings", "stringsdict", "xcstrings"].contains(url.pathExtension) }
 }
 
 struct PluginError: Error, CustomStringConvertible {

@@ -1,7 +1,7 @@
 import Foundation
 import PackagePlugin
 
-/// Build-tool plugin: a target's `.strings` (in `<language>.lproj` folders)
+/// Build-tool plugin: a target's `.strings` and `.stringsdict` (in `<language>.lproj` folders)
 /// and `.xcstrings` files become `HeraldStrings.swift`, one enum per table
 /// with a typed member per key (`herald-strings generate`, `docs/plugins.md`).
 /// A bad specifier, a missing translation or arguments that differ between
@@ -34,7 +34,7 @@ struct HeraldStringsPlugin: BuildToolPlugin {
 
 /// The files the tool reads.
 enum HeraldFiles {
-    static func isCatalog(_ url: URL) -> Bool { ["strings", "xcstrings"].contains(url.pathExtension) }
+    static func isCatalog(_ url: URL) -> Bool { ["strings", "stringsdict", "xcstrings"].contains(url.pathExtension) }
     static func isTemplate(_ url: URL) -> Bool { url.lastPathComponent.hasSuffix(".herald.jsonl") }
     static func isInput(_ url: URL) -> Bool { isCatalog(url) || isTemplate(url) }
 }

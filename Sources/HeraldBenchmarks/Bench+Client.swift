@@ -39,7 +39,7 @@ struct BenchClient: AsyncParsableCommand {
     }
 
     static func token(_ i: Int) -> DeviceToken {
-        var g = SplitMix(seed: UInt64(i) &+ 0x27)
+        var g = SeededGenerator(seed: UInt64(i) &+ 0x27)
         var words = (g.next(), g.next(), g.next(), g.next())
         return withUnsafeBytes(of: &words) { DeviceToken(copying: $0) }
     }

@@ -62,7 +62,7 @@ struct BenchLanes: AsyncParsableCommand {
     static func request(_ i: Int, priority: UInt8) -> NotificationRequest {
         var aps = APS()
         aps.alert = Alert(body: priority == 10 ? "Your code is 123456" : "Spring sale: 20% off")
-        var g = SplitMix(seed: UInt64(i) &+ 0x30)
+        var g = SeededGenerator(seed: UInt64(i) &+ 0x30)
         var words = (g.next(), g.next(), g.next(), g.next())
         var r = NotificationRequest(token: withUnsafeBytes(of: &words) { DeviceToken(copying: $0) }, aps: aps, id: UInt32(truncatingIfNeeded: i), topic: topic)
         r.priority = Priority(rawValue: priority)

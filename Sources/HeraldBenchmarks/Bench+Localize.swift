@@ -16,7 +16,11 @@ struct BenchLocalize: AsyncParsableCommand {
             Writes a 14-language catalog (UTF-16 .strings, as genstrings does) to a temporary folder, loads it, \
             and localizes a mix of requests: 16 language tags (regional variants, Chinese scripts, two \
             unsupported ones that fall back), 10 keys with %@, positional, %d, %.2f and %% specifiers, \
-            titles on 40% of them. A render is one key turned into text (body, title or subtitle).
+            titles on 40% of them. A render is one key turned into text (body, title or subtitle). \
+            Then the plural pass: a .stringsdict per language with two plural variables in one string \
+            ("%#@messages@ in %#@chats@", every form the language's CLDR rules have) and a decimal one, \
+            rendered for a seeded mix of counts, against String(format:) on the chosen forms already \
+            spelled out (Foundation only formats; Herald chooses the forms and formats).
             """
     )
 
@@ -31,6 +35,9 @@ struct BenchLocalize: AsyncParsableCommand {
 
     @Option(help: "Rounds of Herald and the Foundation baseline, alternating; each side's best round counts.")
     var rounds = 3
+
+    @Option(help: "Plural renders per round of the plural pass (0: no plural pass).")
+    var pluralCount = 1_000_000
 
     /// (key, English template) — every language gets a translation with the same specifiers.
     static let keys: [(String, String)] = [
@@ -88,13 +95,17 @@ struct BenchLocalize: AsyncParsableCommand {
             for u in text.utf16 { bytes += [UInt8(u & 0xFF), UInt8(u >> 8)] }
             let file = "\(dir)/\(language.0).lproj/Localizable.strings"
             guard FileManager.default.createFile(atPath: file, contents: Data(bytes)) else { throw BenchError("cannot write \(file)") }
+            let plurals = "\(dir)/\(language.0).lproj/Localizable.stringsdict"
+            guard FileManager.default.createFile(atPath: plurals, contents: Data(Self.pluralFile(language).utf8)) else {
+                throw BenchError("cannot write \(plurals)")
+            }
         }
         var catalog = StringCatalog()
         let loadSeconds = try await measure { catalog = try StringCatalog.load(path: dir) }
         let localizer = try CatalogLocalizer(catalog: catalog, defaultLanguage: "en", fallback: ["es"], mode: .server)
 
         // The mix, fixed by a seeded generator so runs compare.
-        var rng = SplitMix(seed: 0x4865_7261_6C64)
+        var rng = SeededGenerator(seed: 0x4865_7261_6C64)
         let names = ["Jenna", "Frank", "Zoë", "Mohammed", "Li Wei", "Anna-Lena", "José", "Priya", "Ólafur", "Chloé"]
         let previews = ["See you at 8?", "Running late, sorry!", "👍", "Can you send me the file?", "Happy birthday 🎉"]
         var samples: [Sample] = []
@@ -270,8 +281,126 @@ struct BenchLocalize: AsyncParsableCommand {
         report.add("dropped_in_mix", dropped)
         report.add("peak_rss_mib", peakResidentMiB(), places: 1)
         report.add("goal_renders_per_second", 2_000_000)
+        if pluralCount > 0 {
+            let plural = try await pluralPass(localizer, catalog)
+            report.add("plural_renders_per_cpu_second", plural.herald, places: 0)
+            report.add("plural_baseline_foundation_renders_per_cpu_second", plural.foundation, places: 0)
+            report.add("plural_speedup_vs_foundation_cpu", plural.herald / plural.foundation, places: 2)
+            report.add("plural_matches_foundation_text", plural.matches)
+            report.add("goal_plural_speedup_vs_foundation_cpu", 4.0, places: 1)
+        }
         if sink == -1 { report.add("sink", sink) }
         report.print()
+    }
+
+    /// The plural keys of every language's `.stringsdict`: `UNREAD` with two
+    /// variables (swapped where the language reorders) and `HOURS` with a decimal.
+    static func pluralFile(_ language: (String, String, Bool)) -> String {
+        let categories = PluralRules.categories(of: LanguageTag(parsing: language.0)!)
+        func variable(_ name: String, _ valueType: String, _ word: String) -> String {
+            var forms = ""
+            for c in categories { forms += "<key>\(c.rawValue)</key><string>\(pluralForm(c, word, "%" + valueType))</string>" }
+            return "<key>\(name)</key><dict><key>NSStringFormatSpecTypeKey</key><string>NSStringPluralRuleType</string>"
+                + "<key>NSStringFormatValueTypeKey</key><string>\(valueType)</string>\(forms)</dict>"
+        }
+        let prefix = language.1.isEmpty ? "" : language.1 + " "
+        let unread = language.2 ? "\(prefix)%2$#@chats@ / %1$#@messages@" : "\(prefix)%#@messages@ in %#@chats@"
+        return """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <plist version="1.0"><dict>
+            <key>UNREAD</key><dict><key>NSStringLocalizedFormatKey</key><string>\(unread)</string>
+            \(variable("messages", "d", "message")) \(variable("chats", "lld", "chat"))</dict>
+            <key>HOURS</key><dict><key>NSStringLocalizedFormatKey</key><string>\(prefix)%#@hours@ left</string>
+            \(variable("hours", ".1f", "hour"))</dict>
+            </dict></plist>
+            """
+    }
+
+    /// A form's text: the number, a word and the category (so a wrong choice shows in the text).
+    static func pluralForm(_ category: PluralCategory, _ word: String, _ specifier: String) -> String {
+        "\(specifier) \(word) (\(category.rawValue))"
+    }
+
+    /// Plural renders per CPU second, Herald's and Foundation's best of `rounds`,
+    /// and whether every text of the mix is the same.
+    func pluralPass(_ localizer: CatalogLocalizer, _ catalog: StringCatalog) async throws -> (herald: Double, foundation: Double, matches: Bool) {
+        var rng = SeededGenerator(seed: 0x706C_7572_616C)
+        func count() -> Int {
+            switch rng.next() % 8 {
+            case 0: return Int(rng.next() % 3)
+            case 1, 2, 3: return Int(rng.next() % 30)
+            case 4, 5: return Int(rng.next() % 1000)
+            case 6: return Int(rng.next() % 1_000_000)
+            default: return Int(rng.next() % 20) * 1_000_000
+            }
+        }
+        var requests: [NotificationRequest] = []
+        var formats: [(String, [any CVarArg])] = []
+        for _ in 0..<mix {
+            let tag = Self.requestTags[Int(rng.next() % UInt64(Self.requestTags.count))]
+            let language = Self.languages.first { $0.0 == catalog.languages[localizer.resolver.chain(for: tag)[0]].description }!
+            // Every language's file has exactly its CLDR forms, so the form is the CLDR category
+            // (where a language has a zero form, CLDR's rules give it for 0 too).
+            let tagOfFile = LanguageTag(parsing: language.0)!
+            func chosen(_ operands: PluralOperands) -> PluralCategory { PluralRules.category(of: operands, language: tagOfFile) }
+            let prefix = language.1.isEmpty ? "" : language.1 + " "
+            var alert = Alert()
+            if rng.next() % 4 == 0 {
+                let tenths = Double(rng.next() % 500) / 10
+                alert.locKey = "HOURS"
+                alert.locArgs = [String(tenths)]
+                let printed = String(format: "%.1f", tenths)
+                formats.append(("\(prefix)" + Self.pluralForm(chosen(PluralOperands(parsing: printed)!), "hour", "%.1f") + " left", [tenths]))
+            } else {
+                let messages = count(), chats = count()
+                alert.locKey = "UNREAD"
+                alert.locArgs = [String(messages), String(chats)]
+                let m = Self.pluralForm(chosen(PluralOperands(Int64(messages))), "message", "%1$d")
+                let c = Self.pluralForm(chosen(PluralOperands(Int64(chats))), "chat", "%2$lld")
+                formats.append((language.2 ? "\(prefix)\(c) / \(m)" : "\(prefix)\(m) in \(c)", [messages, chats]))
+            }
+            var aps = APS()
+            aps.alert = alert
+            requests.append(
+                NotificationRequest(
+                    token: DeviceToken(bytes: (0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }), aps: aps,
+                    topic: "com.example.app", language: tag))
+        }
+        var matches = true
+        for (request, format) in zip(requests, formats) {
+            var r = request
+            do throws(StageFailure) {
+                try localizer.localize(&r)
+            } catch {
+                matches = false
+                continue
+            }
+            if r.aps.alert?.body != String(format: format.0, arguments: format.1) { matches = false }
+        }
+        var herald = 0.0, foundation = 0.0
+        var sink = 0
+        let m = requests.count
+        for _ in 0..<max(1, rounds) {
+            let start = CPUTime.now()
+            for i in 0..<pluralCount {
+                var r = requests[i % m]
+                do throws(StageFailure) {
+                    try localizer.localize(&r)
+                } catch {
+                    continue
+                }
+                sink &+= r.aps.alert!.body!.utf8.count
+            }
+            herald = max(herald, Double(pluralCount) / (CPUTime.now() - start).inSeconds)
+            let baselineStart = CPUTime.now()
+            for i in 0..<baselineCount {
+                let (template, args) = formats[i % m]
+                sink &+= String(format: template, arguments: args).utf8.count
+            }
+            foundation = max(foundation, Double(baselineCount) / (CPUTime.now() - baselineStart).inSeconds)
+        }
+        if sink == -1 { print(sink) }
+        return (herald, foundation, matches)
     }
 }
 
@@ -281,17 +410,4 @@ func threadCPUSeconds() -> Double {
     var t = timespec()
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
     return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
-}
-
-/// A small seeded generator (SplitMix64), so the mix is the same on every run.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }

@@ -30,7 +30,7 @@ struct BenchRecord: AsyncParsableCommand {
         let framer = BinaryFramer()
         var batches: [[Envelope]] = []
         var framedBytes = 0
-        var g = SplitMix(seed: 14)
+        var g = SeededGenerator(seed: 14)
         var batch: [Envelope] = []
         for i in 0..<count {
             var words = (g.next(), g.next(), g.next(), g.next())

@@ -8,7 +8,7 @@ import HeraldKit
 func benchRequestLines(count: Int, seed: UInt64) -> [[UInt8]] {
     var lines: [[UInt8]] = []
     lines.reserveCapacity(count)
-    var g = SplitMix(seed: seed)
+    var g = SeededGenerator(seed: seed)
     for i in 0..<count {
         var w = JSONWriter(capacity: 160)
         benchRequestLine(i, &g, into: &w)
@@ -18,7 +18,7 @@ func benchRequestLines(count: Int, seed: UInt64) -> [[UInt8]] {
 }
 
 /// Request line `i` of ``benchRequestLines(count:seed:)``, with its newline, appended to `w`.
-func benchRequestLine(_ i: Int, _ g: inout SplitMix, into w: inout JSONWriter) {
+func benchRequestLine(_ i: Int, _ g: inout SeededGenerator, into w: inout JSONWriter) {
     w.raw("{\"id\":")
     w.int(i)
     w.raw(",\"token\":\"")
@@ -34,7 +34,7 @@ func writeBenchRequests(count: Int, seed: UInt64, to path: String) throws {
     else { throw BenchError("cannot write \(path)") }
     defer { try? file.close() }
     try file.truncate(atOffset: 0)
-    var g = SplitMix(seed: seed)
+    var g = SeededGenerator(seed: seed)
     var w = JSONWriter(capacity: 1 << 20)
     for i in 0..<count {
         benchRequestLine(i, &g, into: &w)

@@ -27,7 +27,7 @@ struct BenchSuppress: AsyncParsableCommand {
 
     /// Token `i` of the run: 32 bytes from a seeded mix, the same on every run.
     static func token(_ i: Int) -> DeviceToken {
-        var g = SplitMix(seed: UInt64(i) &* 0xD6E8_FEB8_6659_FD93)
+        var g = SeededGenerator(seed: UInt64(i) &* 0xD6E8_FEB8_6659_FD93)
         var words = (g.next(), g.next(), g.next(), g.next())
         return withUnsafeBytes(of: &words) { DeviceToken(copying: $0) }
     }

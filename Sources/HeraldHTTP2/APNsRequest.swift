@@ -184,7 +184,7 @@ public enum APNsID {
     /// `getrandom` call each) were 15% of one HTTP/2 connection's time.
     public static func random() -> String {
         let n = counter.add(1, ordering: .relaxed).oldValue
-        var g = SplitMix64(state: seed &+ n &* (2 &* SplitMix64.gamma))
+        var g = SeededGenerator(seed: seed &+ n &* (2 &* 0x9E37_79B9_7F4A_7C15))
         return make(using: &g)
     }
 
@@ -193,19 +193,6 @@ public enum APNsID {
         return g.next()
     }()
     static let counter = Atomic<UInt64>(0)
-
-    /// Steele, Lea and Flood's SplitMix64: each draw adds `gamma` and mixes.
-    struct SplitMix64: RandomNumberGenerator {
-        static let gamma: UInt64 = 0x9E37_79B9_7F4A_7C15
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= Self.gamma
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     public static func make(using generator: inout some RandomNumberGenerator) -> String {
         // Two draws, not sixteen: the system generator is a system call each.

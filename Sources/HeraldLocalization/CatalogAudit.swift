@@ -10,6 +10,8 @@ public struct CatalogProblem: Sendable, Hashable, CustomStringConvertible {
         public static let missingTranslation = Code(name: "missing-translation")
         /// A value whose arguments differ from the reference language's, or that reads one position as two kinds.
         public static let argumentMismatch = Code(name: "argument-mismatch")
+        /// A plural value without a form its language's CLDR rules need (it would say `other` instead).
+        public static let missingPluralForm = Code(name: "missing-plural-form")
         public var description: String { name }
     }
 
@@ -37,6 +39,10 @@ public struct KeySignature: Sendable, Hashable {
     public let text: String
     /// The languages that have the key, in catalog order.
     public let languages: [LanguageTag]
+    /// A name per argument where the reference value gives one: `count` for
+    /// the number a plural value's form is chosen by, a variable's name
+    /// (`files` of `%#@files@`) for the number its form is chosen by.
+    public let names: [String?]
 }
 
 /// Checks that every language of a catalog agrees on each key, as a build
@@ -48,7 +54,10 @@ public struct KeySignature: Sendable, Hashable {
 ///   translated;
 /// - each language's value takes as many arguments as the reference
 ///   language's, of the same kinds (text, integer, unsigned, number), and
-///   reads no position as two kinds.
+///   reads no position as two kinds;
+/// - each plural value (and each variable of a `%#@name@` value) has every
+///   form its language's CLDR rules distinguish (Russian: one, few, many,
+///   other); a missing one would show the `other` form.
 ///
 /// ```swift
 /// let audit = CatalogAudit(try StringCatalog.load(path: "Catalogs"))
@@ -97,6 +106,11 @@ public struct CatalogAudit: Sendable {
                     problem(.invalidValue, id, entry.origin, "\"\(key)\" in \(languages[id]): \(message)")
                     continue
                 }
+                if !languages[id].isBase {
+                    for missing in Self.missingPluralForms(entry, language: languages[id]) {
+                        problem(.missingPluralForm, id, entry.origin, "\"\(key)\" in \(languages[id]): \(missing)")
+                    }
+                }
                 switch entry.argumentKinds() {
                 case .failure(let error):
                     problem(.argumentMismatch, id, entry.origin, "\"\(key)\" in \(languages[id]): \(error.message)")
@@ -110,7 +124,10 @@ public struct CatalogAudit: Sendable {
             }
             if let refKinds {
                 let tags = present.map { languages[$0] }
-                signatures.append(KeySignature(table: table.name, key: key, arguments: refKinds, text: Self.text(of: ref), languages: tags))
+                signatures.append(
+                    KeySignature(
+                        table: table.name, key: key, arguments: refKinds, text: Self.text(of: ref), languages: tags,
+                        names: Self.argumentNames(of: ref, count: refKinds.count)))
             }
         }
     }
@@ -136,7 +153,45 @@ public struct CatalogAudit: Sendable {
         switch entry.value {
         case .format(let t): return t.source
         case .plural(let p): return p.forms[.other]?.source ?? ""
+        case .substituted(let s): return s.source
         case .invalid: return ""
+        }
+    }
+
+    /// The names of the arguments that choose plural forms (see ``KeySignature/names``).
+    static func argumentNames(of entry: CatalogEntry, count: Int) -> [String?] {
+        var names = [String?](repeating: nil, count: count)
+        switch entry.value {
+        case .plural(let p) where p.selectorIndex < count:
+            names[p.selectorIndex] = "count"
+        case .substituted(let s):
+            for v in s.variables where v.selector.index < count && names[v.selector.index] == nil {
+                names[v.selector.index] = v.name
+            }
+        default:
+            break
+        }
+        return names
+    }
+
+    /// What forms `entry` lacks that `language`'s plural rules need, said per
+    /// value or variable; empty when it has them all (or is not plural).
+    static func missingPluralForms(_ entry: CatalogEntry, language: LanguageTag) -> [String] {
+        let needed = PluralRules.categories(of: language)
+        func lacking(_ have: some Collection<PluralCategory>) -> String? {
+            let missing = needed.filter { !have.contains($0) }
+            guard !missing.isEmpty else { return nil }
+            let names = missing.map(\.rawValue).joined(separator: ", ")
+            let all = needed.map(\.rawValue).joined(separator: ", ")
+            return "no \(names) form\(missing.count == 1 ? "" : "s") (\(language) has \(all); the other form would show)"
+        }
+        switch entry.value {
+        case .plural(let p):
+            return lacking(p.forms.keys).map { ["the plural forms have \($0)"] } ?? []
+        case .substituted(let s):
+            return s.variables.compactMap { v in lacking(v.forms.keys).map { "the variable \"\(v.name)\" has \($0)" } }
+        case .format, .invalid:
+            return []
         }
     }
 }

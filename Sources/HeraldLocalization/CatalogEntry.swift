@@ -5,6 +5,8 @@ public struct CatalogEntry: Sendable, Hashable {
         case format(FormatTemplate)
         /// Plural forms (from a string catalog's `variations.plural`).
         case plural(PluralTemplate)
+        /// A format with variables (`%#@name@`): a `.stringsdict` entry, a string catalog's `substitutions`.
+        case substituted(SubstitutionTemplate)
         /// The value could not be compiled; using it is an error with this message.
         case invalid(String)
     }
@@ -33,6 +35,7 @@ public struct CatalogEntry: Sendable, Hashable {
         switch value {
         case .format(let t): return t.argumentCount
         case .plural(let p): return p.argumentCount
+        case .substituted(let s): return s.argumentCount
         case .invalid: return nil
         }
     }
@@ -42,6 +45,7 @@ public struct CatalogEntry: Sendable, Hashable {
         switch value {
         case .format(let t): try t.checkArgumentCount(count)
         case .plural(let p): try p.checkArgumentCount(count)
+        case .substituted(let s): try s.checkArgumentCount(count)
         case .invalid(let message): throw FormatError("invalid template (\(message))")
         }
     }
@@ -52,6 +56,7 @@ public struct CatalogEntry: Sendable, Hashable {
         switch value {
         case .format(let t): return try t.render(arguments)
         case .plural(let p): return try p.render(arguments, language: language)
+        case .substituted(let s): return try s.render(arguments, language: language)
         case .invalid(let message): throw FormatError("invalid template (\(message))")
         }
     }

@@ -67,6 +67,7 @@ extension CatalogEntry {
         case .format(let t): return t.specifiers
         case .plural(let p):
             return PluralCategory.allCases.flatMap { p.forms[$0]?.specifiers ?? [] }
+        case .substituted(let s): return s.specifiers
         case .invalid: return []
         }
     }

@@ -9,12 +9,15 @@
 ///   fr.lproj/Localizable.strings
 ///   zh-Hant.lproj/Localizable.strings
 ///   Base.lproj/Localizable.strings    ← the base localization
+///   ru.lproj/Localizable.stringsdict  ← plural rules and variables (%#@name@), table "Localizable"
 ///   Localizable.xcstrings             ← a string catalog: table "Localizable", all its languages
 /// ```
 ///
-/// Only the top level of the directory is searched. When a `.strings` file
-/// and a string catalog give the same table, language and key, the `.strings`
-/// file wins (noted in ``diagnostics``). `.stringsdict` files are not read.
+/// Only the top level of the directory is searched. Where files give the same
+/// table, language and key, a `.stringsdict` wins over a `.strings` file, and
+/// both over a string catalog (noted in ``diagnostics``): the order a device
+/// reads a built app's tables in, where Xcode has compiled the catalog to
+/// `.strings` and `.stringsdict` and a hand-written file is the override.
 /// Values are compiled to ``FormatTemplate``s at load; a value that does not
 /// compile is kept as an invalid entry (using it is an error naming the key,
 /// language and file) and listed in ``diagnostics``.
@@ -94,9 +97,11 @@ public struct StringCatalog: Sendable {
                 let file = join(dir, f.name)
                 if f.name.hasSuffix(".strings") {
                     try catalog.loadStringsFile(file, language: tag, table: tableName(f.name, extension: ".strings"))
-                } else if f.name.hasSuffix(".stringsdict") {
-                    catalog.diagnostics.append("\(file): ignored, .stringsdict files are not supported (use a string catalog's plural variations)")
                 }
+            }
+            // After the .strings files: a .stringsdict entry overrides a .strings one.
+            for f in try FileSystem.list(dir) where !f.isDirectory && f.name.hasSuffix(".stringsdict") {
+                try catalog.loadStringsDictFile(join(dir, f.name), language: tag, table: tableName(f.name, extension: ".stringsdict"))
             }
         }
         if catalog.languages.isEmpty {
@@ -119,6 +124,17 @@ public struct StringCatalog: Sendable {
             let previous = add(CatalogEntry(compiling: e.value, origin: "\(file):\(e.line)"), key: e.key, language: language, table: table)
             if let previous, !previous.origin.hasPrefix(file + ":") {
                 diagnostics.append("\(file):\(e.line): \(language) \"\(e.key)\" overrides \(previous.origin)")
+            }
+        }
+    }
+
+    /// Reads one `.stringsdict` file into `table` for `language`.
+    public mutating func loadStringsDictFile(_ file: String, language: LanguageTag, table: String) throws(CatalogError) {
+        let bytes = try FileSystem.readFile(file)
+        for item in try StringsDictParser.parse(bytes, file: file) {
+            let previous = add(item.entry, key: item.key, language: language, table: table)
+            if let previous, !previous.origin.hasPrefix(file + ":") {
+                diagnostics.append("\(item.entry.origin): \(language) \"\(item.key)\" overrides \(previous.origin)")
             }
         }
     }

@@ -17,8 +17,10 @@ import HeraldJSON
 /// Read: `stringUnit` values (whatever their `state`), `variations.plural`
 /// (compiled to a ``PluralTemplate``) and `variations.device` (the `iphone`
 /// form, else `other`). A key without a value in the source language renders
-/// as the key itself, as Xcode does. `substitutions` (`%#@name@`) are kept as
-/// invalid entries (using them is an error naming the key). The JSON is parsed
+/// as the key itself, as Xcode does. `substitutions` (a value with
+/// `%#@name@` variables, each with `argNum`, `formatSpecifier` and plural
+/// variations whose forms write `%arg`) compile to a ``SubstitutionTemplate``.
+/// The JSON is parsed
 /// with Herald's strict parser: a syntax error names the file, line and column;
 /// a wrong structure names the file and the key path.
 public enum XCStringsParser {
@@ -68,8 +70,8 @@ public enum XCStringsParser {
 
     static func compile(_ node: JSONValue, path: String, fail: (String, String) -> CatalogError) throws(CatalogError) -> CatalogEntry.Value {
         guard case .object(let o) = node else { throw fail(path, "must be an object") }
-        if o["substitutions"] != nil {
-            return .invalid("substitutions (%#@name@) are not supported")
+        if let substitutions = o["substitutions"] {
+            return try compileSubstitutions(o, substitutions, path: path, fail: fail)
         }
         if let unit = o["stringUnit"] {
             guard case .object(let u) = unit, case .string(let text)? = u["value"] else {
@@ -91,6 +93,7 @@ public enum XCStringsParser {
                 case .format(let t): forms[category] = t
                 case .invalid(let message): return .invalid("plural form \"\(name)\": \(message)")
                 case .plural: return .invalid("plural form \"\(name)\" has nested plural variations")
+                case .substituted: return .invalid("plural form \"\(name)\" has substitutions (put the plural in the substitution)")
                 }
             }
             do { return .plural(try PluralTemplate(forms: forms)) } catch { return .invalid(error.message) }
@@ -103,5 +106,58 @@ public enum XCStringsParser {
             return try compile(chosen, path: "\(path).variations.device.\(name)", fail: fail)
         }
         throw fail("\(path).variations", "has neither \"plural\" nor \"device\"")
+    }
+
+    /// A value with `substitutions`: its `stringUnit` is the format, each
+    /// substitution a variable. A substitution that is not complete (no plural
+    /// variations yet, a form without a value) makes the value invalid, not the file.
+    static func compileSubstitutions(
+        _ o: JSONObject, _ node: JSONValue, path: String, fail: (String, String) -> CatalogError
+    ) throws(CatalogError) -> CatalogEntry.Value {
+        guard case .object(let subs) = node else { throw fail("\(path).substitutions", "must be an object") }
+        guard case .object(let unit)? = o["stringUnit"], case .string(let format)? = unit["value"] else {
+            return .invalid("substitutions but no \"stringUnit\" with a string \"value\" (the format)")
+        }
+        do throws(FormatError) {
+            var definitions: [String: SubstitutionTemplate.Definition] = [:]
+            for (name, subNode) in subs {
+                definitions[name] = try substitution(name, subNode)
+            }
+            return .substituted(try SubstitutionTemplate(format: format, definitions: definitions))
+        } catch {
+            return .invalid(error.message)
+        }
+    }
+
+    static func substitution(_ name: String, _ node: JSONValue) throws(FormatError) -> SubstitutionTemplate.Definition {
+        guard case .object(let sub) = node else { throw FormatError("the substitution \"\(name)\" must be an object") }
+        var argument: Int?
+        if let arg = sub["argNum"] {
+            guard case .number(let number) = arg, let n = number.intValue else {
+                throw FormatError("the substitution \"\(name)\": argNum must be an integer")
+            }
+            argument = n
+        }
+        var valueType = "@"
+        if let spec = sub["formatSpecifier"] {
+            guard case .string(let t) = spec else { throw FormatError("the substitution \"\(name)\": formatSpecifier must be a string") }
+            valueType = t
+        }
+        guard case .object(let variations)? = sub["variations"], case .object(let plural)? = variations["plural"] else {
+            throw FormatError("the substitution \"\(name)\" has no plural variations (\"variations\": {\"plural\": …})")
+        }
+        var forms: [PluralCategory: String] = [:]
+        for (category, formNode) in plural {
+            guard let c = PluralCategory(rawValue: category) else {
+                throw FormatError("the substitution \"\(name)\": \"\(category)\" is not a plural category (zero, one, two, few, many, other)")
+            }
+            guard case .object(let form) = formNode, case .object(let formUnit)? = form["stringUnit"],
+                case .string(let text)? = formUnit["value"]
+            else {
+                throw FormatError("the substitution \"\(name)\": the \(category) form has no \"stringUnit\" with a string \"value\"")
+            }
+            forms[c] = text
+        }
+        return SubstitutionTemplate.Definition(argument: argument, valueType: valueType, forms: forms, placeholder: "%arg")
     }
 }

@@ -2,12 +2,13 @@ import HeraldCore
 import HeraldJSON
 import HeraldLocalization
 
-/// The files a run was given, sorted by kind: `.strings` files (their
-/// language from the enclosing `<language>.lproj` folder, their table from
-/// the file name), string catalogs (`.xcstrings`) and notification templates
-/// (`*.herald.jsonl`, see `docs/plugins.md`).
+/// The files a run was given, sorted by kind: `.strings` and `.stringsdict`
+/// files (their language from the enclosing `<language>.lproj` folder, their
+/// table from the file name), string catalogs (`.xcstrings`) and notification
+/// templates (`*.herald.jsonl`, see `docs/plugins.md`).
 struct CatalogInputs {
     var stringsFiles: [String] = []
+    var stringsDictFiles: [String] = []
     var stringCatalogs: [String] = []
     var templates: [String] = []
 
@@ -18,17 +19,19 @@ struct CatalogInputs {
         for path in paths {
             if path.hasSuffix(".strings") {
                 stringsFiles.append(path)
+            } else if path.hasSuffix(".stringsdict") {
+                stringsDictFiles.append(path)
             } else if path.hasSuffix(".xcstrings") {
                 stringCatalogs.append(path)
             } else if path.hasSuffix(Self.templateSuffix) {
                 templates.append(path)
             } else {
-                throw UsageError("\(path): not a .strings, .xcstrings or \(Self.templateSuffix) file")
+                throw UsageError("\(path): not a .strings, .stringsdict, .xcstrings or \(Self.templateSuffix) file")
             }
         }
     }
 
-    var catalogCount: Int { stringsFiles.count + stringCatalogs.count }
+    var catalogCount: Int { stringsFiles.count + stringsDictFiles.count + stringCatalogs.count }
 
     /// The catalog, what locates its entries, and the keys marked `"shouldTranslate": false`.
     struct Loaded {
@@ -41,19 +44,35 @@ struct CatalogInputs {
     /// files outside a `.lproj` folder) to `log`.
     func load(into log: inout DiagnosticLog) -> Loaded {
         var out = Loaded()
-        for file in stringsFiles {
+        func language(of file: String, _ kind: String) -> LanguageTag? {
             guard let folder = Self.lprojFolder(of: file) else {
-                log.report(Diagnostic(file: file, line: 0, message: "a .strings file must be in a <language>.lproj folder"))
-                continue
+                log.report(Diagnostic(file: file, line: 0, message: "a \(kind) file must be in a <language>.lproj folder"))
+                return nil
             }
             guard let language = LanguageTag(parsing: folder) else {
                 log.report(Diagnostic(file: file, line: 0, message: "\"\(folder).lproj\" does not name a language"))
-                continue
+                return nil
             }
+            return language
+        }
+        for file in stringsFiles {
+            guard let language = language(of: file, ".strings") else { continue }
             do {
                 try out.catalog.loadStringsFile(file, language: language, table: Self.tableName(file, ".strings"))
             } catch {
                 log.report(Diagnostic(error))
+            }
+        }
+        // After the .strings files: a .stringsdict entry overrides a .strings one, as in StringCatalog.load.
+        for file in stringsDictFiles {
+            guard let language = language(of: file, ".stringsdict") else { continue }
+            do {
+                try out.catalog.loadStringsDictFile(file, language: language, table: Self.tableName(file, ".stringsdict"))
+                out.locator.keyLines[file] = Self.plistKeyLines(try readSmallFile(file, limit: 64 << 20))
+            } catch let error as CatalogError {
+                log.report(Diagnostic(error))
+            } catch {
+                log.report(Diagnostic(file: file, line: 0, message: "cannot read: \(error)"))
             }
         }
         for file in stringCatalogs {
@@ -75,6 +94,22 @@ struct CatalogInputs {
             log.report(Diagnostic(file: file, line: line, severity: .warning, message: String(note[split.upperBound...])))
         }
         return out
+    }
+
+    /// The line of each `<key>NAME</key>`'s first occurrence in an XML
+    /// property list (a top-level key comes before the variables inside it);
+    /// empty for a binary one.
+    static func plistKeyLines(_ bytes: [UInt8]) -> [String: Int] {
+        var lines: [String: Int] = [:]
+        for (number, line) in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            var rest = String(decoding: line, as: UTF8.self)[...]
+            while let open = rest.firstRange(of: "<key>"), let close = rest[open.upperBound...].firstRange(of: "</key>") {
+                let name = String(rest[open.upperBound..<close.lowerBound])
+                if lines[name] == nil { lines[name] = number + 1 }
+                rest = rest[close.upperBound...]
+            }
+        }
+        return lines
     }
 
     /// The language folder's name without `.lproj`, if the file is in one.

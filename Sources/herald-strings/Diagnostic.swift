@@ -62,16 +62,22 @@ struct DiagnosticLog {
 
 /// Turns a catalog entry's origin (``CatalogEntry/origin``) into a file and
 /// line: `.strings` origins are `file:line` already; string catalog origins
-/// name the file and a key path, whose line is found in the file's text.
+/// name the file and a key path, whose line is found in the file's text;
+/// `.stringsdict` origins name the file and the key, found the same way.
 struct OriginLocator {
     /// The key lines of each string catalog read, by path.
     var catalogLines: [String: JSONKeyLines] = [:]
+    /// The line of each key of each `.stringsdict` file read, by path.
+    var keyLines: [String: [String: Int]] = [:]
 
     func locate(origin: String, key: String, language: LanguageTag?) -> (file: String, line: Int) {
         for (file, lines) in catalogLines where origin.hasPrefix(file + ": ") {
             let entry = ["strings", key]
             if let language, let line = lines.line(of: entry + ["localizations", language.description]) { return (file, line) }
             return (file, lines.line(of: entry) ?? 1)
+        }
+        for (file, lines) in keyLines where origin.hasPrefix(file + ": ") {
+            return (file, lines[String(origin.dropFirst(file.count + 2))] ?? 1)
         }
         if let colon = origin.lastIndex(of: ":"), let line = Int(origin[origin.index(after: colon)...]) {
             return (String(origin[..<colon]), line)

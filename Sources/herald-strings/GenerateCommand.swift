@@ -28,7 +28,10 @@ struct GenerateCommand {
         var log = DiagnosticLog()
         let loaded = inputs.load(into: &log)
         let audit = CatalogAudit(loaded.catalog, reference: LanguageTag(parsing: reference), untranslated: loaded.untranslated)
-        for problem in audit.problems { log.report(loaded.locator.diagnostic(problem)) }
+        // A missing plural form renders the other form: said, but the build goes on.
+        for problem in audit.problems {
+            log.report(loaded.locator.diagnostic(problem, severity: problem.code == .missingPluralForm ? .warning : .error))
+        }
         checkTemplates(loaded, audit, &log)
         guard log.errors == 0 else {
             writeToStandardError("herald-strings: \(log.errors) error\(log.errors == 1 ? "" : "s") in the catalogs; nothing generated\n")

@@ -18,7 +18,10 @@ import HeraldLocalization
 ///
 /// Arguments are typed by their specifiers: text (`%@`) → `String`, signed
 /// integers (`%d`, `%lld`) → `Int`, unsigned (`%u`, `%x`) → `UInt`, numbers
-/// (`%f`) → `Double`; the device receives them as strings.
+/// (`%f`) → `Double`; the device receives them as strings. The number a
+/// plural value is chosen by is labelled `count`
+/// (`Localizable.unreadMessages(count: 3)`); a variable's (`%#@files@`) by the
+/// variable's name (`Localizable.filesInFolders(files: 2, folders: 1)`).
 enum SwiftSource {
     static func make(_ signatures: [KeySignature], sources: [String]) -> String {
         var out = """
@@ -51,12 +54,31 @@ enum SwiftSource {
         guard !s.arguments.isEmpty else {
             return out + "    public static let \(name) = LocalizedKey(\(key))\n"
         }
-        let parameters = s.arguments.enumerated().map { "_ arg\($0.offset + 1): \(swiftType($0.element))" }
-        let values = s.arguments.enumerated().map { $0.element == .text ? "arg\($0.offset + 1)" : "String(arg\($0.offset + 1))" }
+        let labels = parameterNames(s)
+        let parameters = s.arguments.enumerated().map { i, kind in
+            labels[i].map { "\($0): \(swiftType(kind))" } ?? "_ arg\(i + 1): \(swiftType(kind))"
+        }
+        let values = s.arguments.enumerated().map { i, kind in
+            let name = labels[i] ?? "arg\(i + 1)"
+            return kind == .text ? name : "String(\(name))"
+        }
         out += "    public static func \(name)(\(parameters.joined(separator: ", "))) -> LocalizedKey {\n"
         out += "        LocalizedKey(\(key), arguments: [\(values.joined(separator: ", "))])\n"
         out += "    }\n"
         return out
+    }
+
+    /// A Swift label per argument from the signature's names (`nil`: unlabelled
+    /// `argN`), each a distinct identifier (``SwiftNames/member(_:)``), none `argN`.
+    static func parameterNames(_ s: KeySignature) -> [String?] {
+        var used: Set<String> = Set((1...max(1, s.arguments.count)).map { "arg\($0)" })
+        return s.arguments.indices.map { i in
+            guard i < s.names.count, let raw = s.names[i] else { return nil }
+            var name = SwiftNames.member(raw)
+            while used.contains(name) { name += "_" }
+            used.insert(name)
+            return name
+        }
     }
 
     static func swiftType(_ kind: ArgumentKind) -> String {

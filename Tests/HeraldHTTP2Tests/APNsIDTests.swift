@@ -1,3 +1,4 @@
+import HeraldCore
 @testable import HeraldHTTP2
 import Testing
 
@@ -5,7 +6,7 @@ import Testing
 struct APNsIDTests {
     @Test("SplitMix64 gives the reference outputs (seed 0: e220a8397b1dcdaf, 6e789e6aa1b965f4, 06c45d188009454f)")
     func splitMixVector() {
-        var g = APNsID.SplitMix64(state: 0)
+        var g = SeededGenerator(seed: 0)
         #expect([g.next(), g.next(), g.next()] == [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F])
     }
 

@@ -37,7 +37,12 @@ import Testing
         }
         dir.write("en.lproj/InfoPlist.strings", "CFBundleDisplayName = \"Herald\";\n")
         dir.write("Base.lproj/Localizable.strings", "\"ONLY_BASE\" = \"From Base\";\n")
-        dir.write("en.lproj/Plurals.stringsdict", "<plist/>")
+        // A .stringsdict table with one key whose variable lacks its "other" form (a diagnostic).
+        dir.write(
+            "en.lproj/Plurals.stringsdict",
+            "<plist version=\"1.0\"><dict><key>N</key><dict><key>NSStringLocalizedFormatKey</key><string>%#@n@</string>"
+                + "<key>n</key><dict><key>NSStringFormatSpecTypeKey</key><string>NSStringPluralRuleType</string>"
+                + "<key>one</key><string>one</string></dict></dict></dict></plist>")
         dir.write("README.txt", "not a catalog")
         return dir
     }
@@ -47,12 +52,12 @@ import Testing
         defer { dir.remove() }
         let catalog = try StringCatalog.load(path: dir.path)
         #expect(catalog.languages.count == Self.invitations.count + 1)
-        #expect(Set(catalog.tables.keys) == ["Localizable", "InfoPlist"])
+        #expect(Set(catalog.tables.keys) == ["Localizable", "InfoPlist", "Plurals"])
         let table = try #require(catalog.table())
         for (i, language) in catalog.languages.enumerated() where !language.isBase {
             #expect(table.entry("GAME_PLAY_REQUEST_FORMAT", language: i) != nil, "\(language)")
         }
-        #expect(catalog.diagnostics.contains { $0.contains("Plurals.stringsdict") })
+        #expect(catalog.diagnostics.contains { $0.contains("Plurals.stringsdict: N") && $0.contains("needs an \"other\" form") })
         #expect(catalog.diagnostics.contains { $0.contains("BROKEN") && $0.contains("cannot be mixed") })
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HeraldCore
 import HeraldLocalization
 import HeraldTestSupport
 import Testing
@@ -90,7 +91,7 @@ struct PluralRulesBabelTests {
 
     @Test func babelAgrees() async throws {
         let seed = ProcessInfo.processInfo.environment["HERALD_PLURAL_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
-        var rng = SplitMix(seed: seed)
+        var rng = SeededGenerator(seed: seed)
         var numbers = (0...1000).map(String.init)
         numbers += ["1000000", "2000000", "1000001", "100000", "1100000", "21000", "1000000000000", "123456789012345678901"]
         for _ in 0..<3000 { numbers.append(Self.randomDecimal(&rng)) }
@@ -139,7 +140,7 @@ struct PluralRulesBabelTests {
 
     /// Integer parts from small to past 10^6 (where French and Cornish rules
     /// look), 0–4 fraction digits, trailing zeros often, a sign now and then.
-    static func randomDecimal(_ rng: inout SplitMix) -> String {
+    static func randomDecimal(_ rng: inout SeededGenerator) -> String {
         let integer: UInt64
         switch rng.next() % 6 {
         case 0, 1: integer = rng.next() % 30
@@ -158,18 +159,5 @@ struct PluralRulesBabelTests {
             }
         }
         return text
-    }
-}
-
-/// A small seeded generator (SplitMix64), so a failing run can be repeated.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

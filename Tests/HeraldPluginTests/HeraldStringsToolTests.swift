@@ -68,8 +68,52 @@ import Testing
         #expect(r.stdout.contains("public static func score(_ arg1: String, _ arg2: Int) -> LocalizedKey {"))
         #expect(r.stdout.contains("LocalizedKey(\"SCORE\", arguments: [arg1, String(arg2)])"))
         #expect(r.stdout.contains("public enum Digest {"))
-        #expect(r.stdout.contains("public static func unread(_ arg1: Int) -> LocalizedKey {"))
+        #expect(r.stdout.contains("public static func unread(count: Int) -> LocalizedKey {"))
+        #expect(r.stdout.contains("LocalizedKey(\"UNREAD\", arguments: [String(count)])"))
         #expect(r.stdout.contains("\"GAME_PLAY_REQUEST_FORMAT\": 2,"))
+    }
+
+    static func stringsdict(_ files: String, _ folders: String) -> String {
+        """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <plist version="1.0">
+        <dict>
+            <key>SENT</key>
+            <dict>
+                <key>NSStringLocalizedFormatKey</key>
+                <string>%@: %#@files@, %#@folders@</string>
+                <key>files</key>
+                <dict>
+                    <key>NSStringFormatSpecTypeKey</key><string>NSStringPluralRuleType</string>
+                    <key>NSStringFormatValueTypeKey</key><string>d</string>
+                    \(files)
+                </dict>
+                <key>folders</key>
+                <dict>
+                    <key>NSStringFormatSpecTypeKey</key><string>NSStringPluralRuleType</string>
+                    <key>NSStringFormatValueTypeKey</key><string>d</string>
+                    \(folders)
+                </dict>
+            </dict>
+        </dict>
+        </plist>
+        """
+    }
+
+    /// A .stringsdict key with two variables: each variable's number is labelled
+    /// by its name; a French variable without its "many" form is a warning at the key's line.
+    @Test func stringsDictVariablesAreLabelled() async throws {
+        let en = Self.stringsdict(
+            "<key>one</key><string>%d file</string><key>other</key><string>%d files</string>",
+            "<key>one</key><string>%d folder</string><key>other</key><string>%d folders</string>")
+        let fr = Self.stringsdict(
+            "<key>one</key><string>%d fichier</string><key>other</key><string>%d fichiers</string>",
+            "<key>one</key><string>%d dossier</string><key>many</key><string>%d de dossiers</string><key>other</key><string>%d dossiers</string>")
+        let r = try await run("generate", extra: ["en.lproj/Localizable.stringsdict": en, "fr.lproj/Localizable.stringsdict": fr])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("public static func sent(_ arg1: String, files: Int, folders: Int) -> LocalizedKey {"), "\(r.stdout)")
+        #expect(r.stdout.contains("LocalizedKey(\"SENT\", arguments: [arg1, String(files), String(folders)])"))
+        #expect(r.stderr.contains("fr.lproj/Localizable.stringsdict:4: warning: \"SENT\" in fr: the variable \"files\" has no many form"), "\(r.stderr)")
     }
 
     @Test func writesTheOutputFile() async throws {

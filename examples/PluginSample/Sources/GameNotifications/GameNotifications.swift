@@ -30,7 +30,7 @@ public enum GameNotifications {
     /// server-side localization with `localize.table` set to `Digest`.
     public static func digest(_ token: DeviceToken, unread: Int) -> NotificationRequest {
         var request = NotificationRequest(token: token, topic: topic)
-        request.aps.alert = Alert(body: Digest.unreadMessages(unread), title: Digest.digestTitle)
+        request.aps.alert = Alert(body: Digest.unreadMessages(count: unread), title: Digest.digestTitle)
         return request
     }
 
