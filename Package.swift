@@ -58,7 +58,9 @@ let package = Package(
         // Payload builder and size guard (issue 3).
         .target(name: "HeraldPayload", dependencies: ["HeraldJSON", "HeraldCore"]),
         // String catalogs and the localizer (issue 4).
-        .target(name: "HeraldLocalization", dependencies: ["HeraldJSON", "HeraldCore"], exclude: ["CLDR/generate.py"]),
+        // printf with one typed argument, for the formatter's numbers (no va_list of existentials).
+        .target(name: "CHeraldFormat"),
+        .target(name: "HeraldLocalization", dependencies: ["HeraldJSON", "HeraldCore", "CHeraldFormat"], exclude: ["CLDR/generate.py"]),
         // Binary interface codecs: frames, error responses, feedback tuples (issue 5).
         .target(name: "HeraldBinary", dependencies: ["HeraldCore", .product(name: "DequeModule", package: "swift-collections")]),
         // The in-memory APNs simulator and its transport (issue 5).

@@ -50,6 +50,16 @@ public struct CatalogEntry: Sendable, Hashable {
         }
     }
 
+    /// Renders with `arguments` under the plural rule set `ruleSet` (the localizer resolves it once per language).
+    func render(_ arguments: [String], ruleSet: UInt8) throws(FormatError) -> String {
+        switch value {
+        case .format(let t): return try t.render(arguments)
+        case .plural(let p): return try p.render(arguments, ruleSet: ruleSet)
+        case .substituted(let s): return try s.render(arguments, ruleSet: ruleSet)
+        case .invalid(let message): throw FormatError("invalid template (\(message))")
+        }
+    }
+
     /// Renders the value with `arguments` in `language` (which picks plural forms).
     @inlinable
     public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {
@@ -102,17 +112,24 @@ public struct PluralTemplate: Sendable, Hashable {
 
     /// The form for `arguments` in `language`.
     public func form(for arguments: [String], language: LanguageTag) -> FormatTemplate {
+        form(for: arguments, ruleSet: PluralRules.ruleSet(of: language))
+    }
+
+    func form(for arguments: [String], ruleSet: UInt8) -> FormatTemplate {
         guard selectorIndex < arguments.count, let n = selector.pluralOperands(of: arguments[selectorIndex]) else {
             return forms[.other]!
         }
         if n.i == 0, n.t == 0, let zero = forms[.zero] { return zero }
-        return forms[PluralRules.category(of: n, language: language)] ?? forms[.other]!
+        return forms[PluralRules.category(ruleSet: ruleSet, n)] ?? forms[.other]!
     }
 
     public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {
+        try render(arguments, ruleSet: PluralRules.ruleSet(of: language))
+    }
+
+    func render(_ arguments: [String], ruleSet: UInt8) throws(FormatError) -> String {
         try checkArgumentCount(arguments.count)
         // A form may use fewer arguments than the others ("one" often writes the number out).
-        let form = form(for: arguments, language: language)
-        return try form.renderUnchecked(arguments)
+        return try form(for: arguments, ruleSet: ruleSet).renderUnchecked(arguments)
     }
 }

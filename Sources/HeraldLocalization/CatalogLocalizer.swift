@@ -32,6 +32,8 @@ public struct CatalogLocalizer: Localizer {
     public let table: StringTable
     public let resolver: LanguageResolver
     public let mode: LocalizationMode
+    /// Each catalog language's plural rule set, resolved once.
+    let pluralRuleSets: [UInt8]
 
     /// - Parameters:
     ///   - catalog: the loaded catalogs.
@@ -50,6 +52,7 @@ public struct CatalogLocalizer: Localizer {
         self.table = t
         self.resolver = try LanguageResolver(languages: catalog.languages, defaultLanguage: defaultLanguage, fallback: fallback)
         self.mode = mode
+        self.pluralRuleSets = resolver.languages.map { PluralRules.ruleSet(of: $0) }
     }
 
     public func localize(_ request: inout NotificationRequest) throws(StageFailure) {
@@ -80,7 +83,7 @@ public struct CatalogLocalizer: Localizer {
                 guard let box = table.box(keyID: id, language: language) else { continue }
                 do {
                     if box.isFormat { return try box.template.render(args ?? []) }
-                    return try box.entry.render(args ?? [], language: resolver.languages[language])
+                    return try box.entry.render(args ?? [], ruleSet: pluralRuleSets[language])
                 } catch {
                     throw StageFailure("\(name)-key \"\(key)\" in \(resolver.languages[language]) (\(box.entry.origin)): \(error.message)")
                 }

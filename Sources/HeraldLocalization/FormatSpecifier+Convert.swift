@@ -1,3 +1,5 @@
+import CHeraldFormat
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -91,12 +93,10 @@ extension FormatSpecifier {
         return UInt64(sub)
     }
 
-    func cString(_ value: some CVarArg) -> String {
+    func cString(_ value: some CFormattable) -> String {
         // Numbers print in well under 128 bytes unless the width says otherwise.
         let fast: String? = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 128) { buffer in
-            let n = cFormat.withUnsafeBufferPointer { f in
-                withVaList([value]) { vsnprintf(buffer.baseAddress!, buffer.count, f.baseAddress!, $0) }
-            }
+            let n = cFormat.withUnsafeBufferPointer { f in value.format(into: buffer.baseAddress!, buffer.count, f.baseAddress!) }
             guard n >= 0, Int(n) < buffer.count else { return nil }
             return UnsafeRawBufferPointer(start: buffer.baseAddress!, count: Int(n)).withMemoryRebound(to: UInt8.self) {
                 String(decoding: $0, as: UTF8.self)
@@ -107,11 +107,33 @@ extension FormatSpecifier {
         var n = Int32(0)
         repeat {
             buffer = [CChar](repeating: 0, count: max(buffer.count * 2, Int(n) + 1))
-            n = cFormat.withUnsafeBufferPointer { f in
-                withVaList([value]) { vsnprintf(&buffer, buffer.count, f.baseAddress!, $0) }
-            }
+            n = cFormat.withUnsafeBufferPointer { f in value.format(into: &buffer, buffer.count, f.baseAddress!) }
         } while n >= 0 && Int(n) >= buffer.count
         return String(decoding: buffer.prefix(max(0, Int(n))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// A number C's `printf` formats: each type calls its own typed `snprintf`
+/// (`CHeraldFormat`), so no `va_list` of existentials is built per number.
+protocol CFormattable {
+    func format(into buffer: UnsafeMutablePointer<CChar>, _ size: Int, _ format: UnsafePointer<CChar>) -> Int32
+}
+
+extension Int64: CFormattable {
+    func format(into buffer: UnsafeMutablePointer<CChar>, _ size: Int, _ format: UnsafePointer<CChar>) -> Int32 {
+        herald_format_int64(buffer, size, format, CLongLong(self))
+    }
+}
+
+extension UInt64: CFormattable {
+    func format(into buffer: UnsafeMutablePointer<CChar>, _ size: Int, _ format: UnsafePointer<CChar>) -> Int32 {
+        herald_format_uint64(buffer, size, format, CUnsignedLongLong(self))
+    }
+}
+
+extension Double: CFormattable {
+    func format(into buffer: UnsafeMutablePointer<CChar>, _ size: Int, _ format: UnsafePointer<CChar>) -> Int32 {
+        herald_format_double(buffer, size, format, self)
     }
 }
 

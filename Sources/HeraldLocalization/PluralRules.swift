@@ -1,6 +1,18 @@
 /// CLDR plural categories.
 public enum PluralCategory: String, Sendable, Hashable, CaseIterable {
     case zero, one, two, few, many, other
+
+    /// The category's place in `allCases`, for tables indexed by category.
+    var slot: Int {
+        switch self {
+        case .zero: 0
+        case .one: 1
+        case .two: 2
+        case .few: 3
+        case .many: 4
+        case .other: 5
+        }
+    }
 }
 
 /// A number as CLDR's plural rules see it (UTS #35, "Plural Operand Meanings"),

@@ -44,12 +44,15 @@ public struct SubstitutionTemplate: Sendable, Hashable {
         public let forms: [PluralCategory: [FormatTemplate.Segment]]
         /// Each form as written.
         public let sources: [PluralCategory: String]
+        /// The forms by ``PluralCategory/slot``, a missing one `other`'s: no hashing at render.
+        let slots: [[FormatTemplate.Segment]]
 
-        /// The form for `arguments` in `language`.
-        func form(for arguments: [String], ruleSet: UInt8) -> [FormatTemplate.Segment] {
-            guard let n = selector.pluralOperands(of: arguments[selector.index]) else { return forms[.other]! }
-            if n.i == 0, n.t == 0, let zero = forms[.zero] { return zero }
-            return forms[PluralRules.category(ruleSet: ruleSet, n)] ?? forms[.other]!
+        init(name: String, selector: FormatSpecifier, forms: [PluralCategory: [FormatTemplate.Segment]], sources: [PluralCategory: String]) {
+            self.name = name
+            self.selector = selector
+            self.forms = forms
+            self.sources = sources
+            self.slots = PluralCategory.allCases.map { forms[$0] ?? forms[.other]! }
         }
     }
 
@@ -60,11 +63,110 @@ public struct SubstitutionTemplate: Sendable, Hashable {
     }
 
     /// The format as written.
-    public let source: String
-    public let parts: [Part]
-    public let variables: [Variable]
+    public var source: String { storage.source }
+    public var parts: [Part] { storage.parts }
+    public var variables: [Variable] { storage.variables }
     /// The highest argument any part or form reads, plus one.
-    public let argumentCount: Int
+    public var argumentCount: Int { storage.argumentCount }
+
+    /// The compiled form behind one reference: copying a template retains once.
+    let storage: Storage
+
+    final class Storage: Sendable {
+        let source: String
+        let parts: [Part]
+        let variables: [Variable]
+        let argumentCount: Int
+        /// The render program: the format's ops, then each variable's six forms' ops.
+        let program: Program
+
+        init(source: String, parts: [Part], variables: [Variable], argumentCount: Int) {
+            self.source = source
+            self.parts = parts
+            self.variables = variables
+            self.argumentCount = argumentCount
+            self.program = Program(parts: parts, variables: variables)
+        }
+    }
+
+    /// What a render runs, flattened: literal bytes in one buffer, and ops
+    /// that point into it, into the specifiers, or at a variable.
+    final class Program: Sendable {
+        struct Op: Sendable {
+            /// 0: literal bytes `a..<a+b`; 1: argument by `specs[a]`; 2: variable `a`.
+            var kind: UInt8
+            var a: Int32
+            var b: Int32
+        }
+        let bytes: [UInt8]
+        let ops: [Op]
+        let mainCount: Int
+        let specs: [FormatSpecifier]
+        /// Per variable: its selector (an index into `specs`) and whether it has a `zero` form.
+        let selectors: [Int32]
+        let hasZero: [Bool]
+        /// Per variable, six (start, count) ranges of `ops`, one per ``PluralCategory/slot``.
+        let forms: [(start: Int32, count: Int32)]
+        /// Literal bytes of the format plus the longest form of each variable: the output's first estimate.
+        let literalEstimate: Int
+
+        init(parts: [Part], variables: [Variable]) {
+            var bytes: [UInt8] = []
+            var ops: [Op] = []
+            var specs: [FormatSpecifier] = []
+            var selectors: [Int32] = []
+            var hasZero: [Bool] = []
+            var forms: [(start: Int32, count: Int32)] = []
+            func add(_ segment: FormatTemplate.Segment) {
+                switch segment {
+                case .literal(let l):
+                    ops.append(Op(kind: 0, a: Int32(bytes.count), b: Int32(l.utf8.count)))
+                    bytes += l.utf8
+                case .argument(let a):
+                    ops.append(Op(kind: 1, a: Int32(specs.count), b: 0))
+                    specs.append(a)
+                }
+            }
+            for part in parts {
+                switch part {
+                case .segment(let segment): add(segment)
+                case .variable(let k): ops.append(Op(kind: 2, a: Int32(k), b: 0))
+                }
+            }
+            let mainCount = ops.count
+            var literalEstimate = bytes.count
+            for v in variables {
+                selectors.append(Int32(specs.count))
+                specs.append(v.selector)
+                hasZero.append(v.forms[.zero] != nil)
+                var longest = 0
+                for slot in v.slots {
+                    let start = ops.count
+                    let before = bytes.count
+                    for segment in slot { add(segment) }
+                    forms.append((Int32(start), Int32(ops.count - start)))
+                    longest = max(longest, bytes.count - before)
+                }
+                literalEstimate += longest
+            }
+            self.bytes = bytes
+            self.ops = ops
+            self.mainCount = mainCount
+            self.specs = specs
+            self.selectors = selectors
+            self.hasZero = hasZero
+            self.forms = forms
+            self.literalEstimate = literalEstimate
+        }
+    }
+
+    public static func == (a: SubstitutionTemplate, b: SubstitutionTemplate) -> Bool {
+        a.storage === b.storage || (a.source == b.source && a.variables == b.variables)
+    }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(source)
+        hasher.combine(variables)
+    }
 
     /// Compiles `format` with the variables `definitions`. Errors name the
     /// variable and the form.
@@ -136,10 +238,7 @@ public struct SubstitutionTemplate: Sendable, Hashable {
             parts.append(.variable(variables.count))
             variables.append(variable)
         }
-        self.source = format
-        self.parts = parts
-        self.variables = variables
-        self.argumentCount = maxIndex + 1
+        self.storage = Storage(source: format, parts: parts, variables: variables, argumentCount: maxIndex + 1)
     }
 
     /// Flags, width, precision, position and length characters of a specifier.
@@ -221,23 +320,92 @@ public struct SubstitutionTemplate: Sendable, Hashable {
 
     /// Renders with `arguments` in `language`.
     public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {
+        try render(arguments, ruleSet: PluralRules.ruleSet(of: language))
+    }
+
+    /// Renders with `arguments` under the plural rule set `ruleSet` (``PluralRules/ruleSet(of:)``,
+    /// resolved once per catalog language by the localizer). Plain loops over
+    /// the program's arrays, no closures: nothing captured, nothing boxed.
+    func render(_ arguments: [String], ruleSet: UInt8) throws(FormatError) -> String {
         try checkArgumentCount(arguments.count)
-        let ruleSet = PluralRules.ruleSet(of: language)
-        var out = ""
-        for part in parts {
-            switch part {
-            case .segment(.literal(let l)): out.append(l)
-            case .segment(.argument(let a)): try a.append(arguments[a.index], to: &out)
-            case .variable(let k):
-                for segment in variables[k].form(for: arguments, ruleSet: ruleSet) {
-                    switch segment {
-                    case .literal(let l): out.append(l)
-                    case .argument(let a): try a.append(arguments[a.index], to: &out)
-                    }
+        let p = storage.program
+        var estimate = p.literalEstimate
+        for a in arguments { estimate += a.utf8.count + 8 }
+        var out: [UInt8] = []
+        out.reserveCapacity(estimate)
+        for i in 0..<p.mainCount {
+            let op = p.ops[i]
+            guard op.kind == 2 else {
+                try Self.run(op, p, arguments, printed: nil, &out)
+                continue
+            }
+            let k = Int(op.a)
+            let selector = Int(p.selectors[k])
+            let argumentIndex = p.specs[selector].index
+            let argument = arguments[argumentIndex]
+            // A floating-point number is printed once: for its operands and for the form.
+            var printed: String?
+            var operands: PluralOperands?
+            if p.specs[selector].conversion == .float {
+                var text = ""
+                if (try? p.specs[selector].append(argument, to: &text)) != nil {
+                    printed = text
+                    operands = PluralOperands(parsing: FormatSpecifier.trim(text)) ?? PluralOperands(parsing: FormatSpecifier.trim(argument))
                 }
+            } else {
+                operands = p.specs[selector].pluralOperands(of: argument)
+            }
+            var slot = PluralCategory.other.slot
+            if let n = operands {
+                slot = n.i == 0 && n.t == 0 && p.hasZero[k] ? PluralCategory.zero.slot : PluralRules.category(ruleSet: ruleSet, n).slot
+            }
+            let form = p.forms[k * 6 + slot]
+            for j in Int(form.start)..<Int(form.start + form.count) {
+                let formOp = p.ops[j]
+                let reuse = printed != nil && formOp.kind == 1 && p.specs[Int(formOp.a)].index == argumentIndex
+                    && p.specs[Int(formOp.a)].cFormat == p.specs[selector].cFormat
+                try Self.run(formOp, p, arguments, printed: reuse ? printed : nil, &out)
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// One op: literal bytes, or an argument as its specifier writes it (`printed` when already printed).
+    @inline(__always)
+    static func run(_ op: Program.Op, _ p: Program, _ arguments: [String], printed: String?, _ out: inout [UInt8]) throws(FormatError) {
+        if op.kind == 0 {
+            out.append(contentsOf: p.bytes[Int(op.a)..<Int(op.a + op.b)])
+            return
+        }
+        if let printed {
+            out.append(contentsOf: printed.utf8)
+            return
+        }
+        // Fields read in place: copying a specifier would retain its text and C format.
+        let s = Int(op.a)
+        let argument = arguments[p.specs[s].index]
+        if p.specs[s].conversion == .string, p.specs[s].width == nil, p.specs[s].precision == nil {
+            out.append(contentsOf: argument.utf8)
+        } else if p.specs[s].plain, let v = FormatSpecifier.parseInteger(argument), p.specs[s].integerRange.contains(v) {
+            appendDecimal(v, to: &out)
+        } else {
+            var text = ""
+            try p.specs[s].append(argument, to: &text)
+            out.append(contentsOf: text.utf8)
+        }
+    }
+
+    /// `v` in decimal digits.
+    @inline(__always)
+    static func appendDecimal(_ v: Int64, to out: inout [UInt8]) {
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        var m = v.magnitude
+        let start = out.count
+        repeat {
+            out.append(UInt8(truncatingIfNeeded: m % 10) + 0x30)
+            m /= 10
+        } while m > 0
+        out[start...].reverse()
     }
 
     /// Every specifier of the format and of every form, variables' selectors included.
