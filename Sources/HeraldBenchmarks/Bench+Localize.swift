@@ -188,7 +188,6 @@ struct BenchLocalize: AsyncParsableCommand {
         // on this shared machine falls on both alike. Rates are per second of this process's CPU time
         // (the loops have no suspension point and nothing else runs in the process meanwhile).
         let n = count
-        let m = samples.count
         let requests = samples.map(\.request)
         let rendersPerRequest = samples.map(\.renders)
         let formats = samples.flatMap(\.formats)
@@ -201,16 +200,9 @@ struct BenchLocalize: AsyncParsableCommand {
             renders = 0
             let cpuStart = CPUTime.now()
             let seconds = await measure {
-                for i in 0..<n {
-                    var r = requests[i % m]
-                    do throws(StageFailure) {
-                        try localizer.localize(&r)
-                    } catch {
-                        continue
-                    }
-                    sink &+= r.aps.alert!.body!.utf8.count
-                    renders &+= rendersPerRequest[i % m]
-                }
+                let done = Self.localizeAll(localizer, requests, n, renders: rendersPerRequest)
+                renders = done.renders
+                sink &+= done.sink
             }
             let roundCPU = (CPUTime.now() - cpuStart).inSeconds
             roundRates.append(Double(renders) / roundCPU)
@@ -291,6 +283,25 @@ struct BenchLocalize: AsyncParsableCommand {
         }
         if sink == -1 { report.add("sink", sink) }
         report.print()
+    }
+
+    /// Localizes `n` requests cycling through `requests`, each a copy (a pipeline
+    /// works in place: copying and destroying makes the figure conservative).
+    /// Returns the renders (`renders[i]` per request, else one) and a sum of the bodies' sizes.
+    static func localizeAll(_ localizer: CatalogLocalizer, _ requests: [NotificationRequest], _ n: Int, renders: [Int]?) -> (renders: Int, sink: Int) {
+        let m = requests.count
+        var count = 0, sink = 0
+        for i in 0..<n {
+            var r = requests[i % m]
+            do throws(StageFailure) {
+                try localizer.localize(&r)
+            } catch {
+                continue
+            }
+            sink &+= r.aps.alert!.body!.utf8.count
+            count &+= renders?[i % m] ?? 1
+        }
+        return (count, sink)
     }
 
     /// The plural keys of every language's `.stringsdict`: `UNREAD` with two
@@ -382,15 +393,7 @@ struct BenchLocalize: AsyncParsableCommand {
         let m = requests.count
         for _ in 0..<max(1, rounds) {
             let start = CPUTime.now()
-            for i in 0..<pluralCount {
-                var r = requests[i % m]
-                do throws(StageFailure) {
-                    try localizer.localize(&r)
-                } catch {
-                    continue
-                }
-                sink &+= r.aps.alert!.body!.utf8.count
-            }
+            sink &+= Self.localizeAll(localizer, requests, pluralCount, renders: nil).sink
             herald = max(herald, Double(pluralCount) / (CPUTime.now() - start).inSeconds)
             let baselineStart = CPUTime.now()
             for i in 0..<baselineCount {
