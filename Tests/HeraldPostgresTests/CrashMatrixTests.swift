@@ -173,9 +173,14 @@ extension CrashMatrixTests {
         #expect(pruned == figures.rows)
         // What autovacuum leaves dead is what a snapshot still saw as it ran (a few hundred here), not the prune's.
         #expect(afterVacuum.dead["notifications", default: 0] < pruned / 100 && afterVacuum.dead["herald_outcomes", default: 0] < pruned / 100, "after autovacuum: \(afterVacuum.dead)")
-        // The space came back: autovacuum cut the emptied heap (or left it for reuse), and the new
-        // rows take no more room a row than the overload's did (no bloat carried over).
-        #expect(afterVacuum.bytes["notifications"]! < drained.bytes["notifications"]! / 2, "notifications \(drained.bytes) → \(afterVacuum.bytes)")
+        // The space came back: autovacuum cut the emptied heap, or left it for reuse and the next
+        // rows went into it. Cutting needs an exclusive lock that a vacuum gives up on when the
+        // workers' claims keep reading the table (CI's run on 2026-11-28: 206 MiB left, not cut),
+        // so either counts; and the new rows take no more room a row than the overload's did
+        // (no bloat carried over).
+        let cut = afterVacuum.bytes["notifications"]! < drained.bytes["notifications"]! / 2
+        let reused = heapAfter <= heapBefore + 1_048_576
+        #expect(cut || reused, "notifications \(drained.bytes) → \(afterVacuum.bytes), then \(heapBefore) → \(heapAfter) bytes for \(refilled) rows more")
         let perRow = Double(drainedHeap) / Double(max(1, figures.rows))
         #expect(Double(heapAfter) <= Double(heapBefore) + Double(refilled) * perRow * 1.1 + 1_048_576,
                 "notifications' heap \(heapBefore) → \(heapAfter) bytes after \(refilled) rows more (\(Int(perRow)) bytes a row in the overload)")
