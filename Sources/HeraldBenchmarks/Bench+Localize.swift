@@ -135,12 +135,7 @@ struct BenchLocalize: AsyncParsableCommand {
                 if alert.titleLocKey == "MESSAGE_TITLE" { alert.titleLocArgs = [name()] }
                 renders += 1
             }
-            var aps = APS()
-            aps.alert = alert
-            let request = NotificationRequest(
-                token: DeviceToken(bytes: (0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }), aps: aps,
-                topic: "com.example.app", language: tag)
-            samples.append(Sample(request: request, formats: [], renders: renders))
+            samples.append(Sample(request: Self.request(alert, language: tag, &rng), formats: [], renders: renders))
         }
         // Baseline inputs: the template each key resolves to (the chain's first language that has it),
         // with the arguments typed as String(format:) needs them.
@@ -285,6 +280,15 @@ struct BenchLocalize: AsyncParsableCommand {
         report.print()
     }
 
+    /// A request of the mix: `alert` for a random token, in `language`.
+    static func request(_ alert: Alert, language: String, _ rng: inout SeededGenerator) -> NotificationRequest {
+        var aps = APS()
+        aps.alert = alert
+        return NotificationRequest(
+            token: DeviceToken(bytes: (0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }), aps: aps,
+            topic: "com.example.app", language: language)
+    }
+
     /// Localizes `n` requests cycling through `requests`, each a copy (a pipeline
     /// works in place: copying and destroying makes the figure conservative).
     /// Returns the renders (`renders[i]` per request, else one) and a sum of the bodies' sizes.
@@ -370,12 +374,7 @@ struct BenchLocalize: AsyncParsableCommand {
                 let c = Self.pluralForm(chosen(PluralOperands(Int64(chats))), "chat", "%2$lld")
                 formats.append((language.2 ? "\(prefix)\(c) / \(m)" : "\(prefix)\(m) in \(c)", [messages, chats]))
             }
-            var aps = APS()
-            aps.alert = alert
-            requests.append(
-                NotificationRequest(
-                    token: DeviceToken(bytes: (0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }), aps: aps,
-                    topic: "com.example.app", language: tag))
+            requests.append(Self.request(alert, language: tag, &rng))
         }
         var matches = true
         for (request, format) in zip(requests, formats) {

@@ -51,6 +51,7 @@ public struct CatalogEntry: Sendable, Hashable {
     }
 
     /// Renders with `arguments` under the plural rule set `ruleSet` (the localizer resolves it once per language).
+    @usableFromInline
     func render(_ arguments: [String], ruleSet: UInt8) throws(FormatError) -> String {
         switch value {
         case .format(let t): return try t.render(arguments)
@@ -63,12 +64,9 @@ public struct CatalogEntry: Sendable, Hashable {
     /// Renders the value with `arguments` in `language` (which picks plural forms).
     @inlinable
     public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {
-        switch value {
-        case .format(let t): return try t.render(arguments)
-        case .plural(let p): return try p.render(arguments, language: language)
-        case .substituted(let s): return try s.render(arguments, language: language)
-        case .invalid(let message): throw FormatError("invalid template (\(message))")
-        }
+        // A plain template needs no plural rules: no language look-up for it.
+        if case .format(let t) = value { return try t.render(arguments) }
+        return try render(arguments, ruleSet: PluralRules.ruleSet(of: language))
     }
 }
 
@@ -119,8 +117,7 @@ public struct PluralTemplate: Sendable, Hashable {
         guard selectorIndex < arguments.count, let n = selector.pluralOperands(of: arguments[selectorIndex]) else {
             return forms[.other]!
         }
-        if n.i == 0, n.t == 0, let zero = forms[.zero] { return zero }
-        return forms[PluralRules.category(ruleSet: ruleSet, n)] ?? forms[.other]!
+        return forms[PluralRules.form(for: n, ruleSet: ruleSet, hasZero: forms[.zero] != nil)] ?? forms[.other]!
     }
 
     public func render(_ arguments: [String], language: LanguageTag) throws(FormatError) -> String {

@@ -143,16 +143,23 @@ extension FormatSpecifier {
     /// digits (`%.1f` of "1" is "1.0": one fraction digit, English "other");
     /// `%@` by the argument's own text ("1.50"). `nil` when it is not a number.
     func pluralOperands(of argument: String) -> PluralOperands? {
+        var printed: String?
+        return pluralOperands(of: argument, printed: &printed)
+    }
+
+    /// The same, and for a floating-point conversion the text it printed
+    /// (`nil` otherwise), so that a caller writing the number need not print it again.
+    func pluralOperands(of argument: String, printed: inout String?) -> PluralOperands? {
         switch conversion {
         case .signed:
             return Self.parseInteger(argument).map { PluralOperands($0) }
         case .unsigned:
-            guard let u = Self.parseUnsigned(argument) else { return nil }
-            return PluralOperands(i: u < PluralOperands.limit ? u : PluralOperands.limit + u % PluralOperands.limit)
+            return Self.parseUnsigned(argument).map { PluralOperands(magnitude: $0) }
         case .float:
-            var printed = ""
-            guard (try? append(argument, to: &printed)) != nil else { return nil }
-            return PluralOperands(parsing: Self.trim(printed)) ?? PluralOperands(parsing: Self.trim(argument))
+            var text = ""
+            guard (try? append(argument, to: &text)) != nil else { return nil }
+            printed = text
+            return PluralOperands(parsing: Self.trim(text)) ?? PluralOperands(parsing: Self.trim(argument))
         case .string:
             return PluralOperands(parsing: Self.trim(argument))
         }

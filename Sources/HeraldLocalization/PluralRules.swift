@@ -47,7 +47,12 @@ public struct PluralOperands: Sendable, Hashable {
 
     /// The operands of an integer.
     public init(_ n: Int64) {
-        self.init(i: n.magnitude < Self.limit ? n.magnitude : Self.limit + n.magnitude % Self.limit)
+        self.init(magnitude: n.magnitude)
+    }
+
+    /// The operands of an integer's magnitude, kept as `i` is (see above).
+    init(magnitude: UInt64) {
+        self.init(i: magnitude < Self.limit ? magnitude : Self.limit + magnitude % Self.limit)
     }
 
     static let limit: UInt64 = 1_000_000_000_000_000_000
@@ -89,8 +94,7 @@ public struct PluralOperands: Sendable, Hashable {
             }
         }
         guard digits > 0 else { return nil }
-        let t = significant
-        self.init(i: integer.value, v: fractionDigits, w: significantFractionDigits, f: fraction.value, t: t.value)
+        self.init(i: integer.value, v: fractionDigits, w: significantFractionDigits, f: fraction.value, t: significant.value)
     }
 
     /// A decimal number's digits as `PluralOperands` keeps them (see above).
@@ -129,6 +133,13 @@ public enum PluralRules {
             if let script = tag.script, let set = ruleSetOfTag["\(tag.language)-\(script)"] { return set }
         }
         return ruleSetOfLanguage[tag.language] ?? 0
+    }
+
+    /// The form a plural value with `hasZero` (an explicit `zero` form) shows
+    /// for `operands` under `ruleSet`: `zero` for the number 0 where the value
+    /// has that form, in every language as on the device; else the CLDR category.
+    static func form(for operands: PluralOperands, ruleSet: UInt8, hasZero: Bool) -> PluralCategory {
+        operands.i == 0 && operands.t == 0 && hasZero ? .zero : category(ruleSet: ruleSet, operands)
     }
 
     /// The category of `operands` in `language`.

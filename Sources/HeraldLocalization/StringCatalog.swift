@@ -121,10 +121,7 @@ public struct StringCatalog: Sendable {
         let bytes = try FileSystem.readFile(file)
         let entries = try StringsFileParser.parse(bytes, file: file)
         for e in entries {
-            let previous = add(CatalogEntry(compiling: e.value, origin: "\(file):\(e.line)"), key: e.key, language: language, table: table)
-            if let previous, !previous.origin.hasPrefix(file + ":") {
-                diagnostics.append("\(file):\(e.line): \(language) \"\(e.key)\" overrides \(previous.origin)")
-            }
+            addNotingOverride(CatalogEntry(compiling: e.value, origin: "\(file):\(e.line)"), key: e.key, language: language, table: table, file: file)
         }
     }
 
@@ -132,10 +129,14 @@ public struct StringCatalog: Sendable {
     public mutating func loadStringsDictFile(_ file: String, language: LanguageTag, table: String) throws(CatalogError) {
         let bytes = try FileSystem.readFile(file)
         for item in try StringsDictParser.parse(bytes, file: file) {
-            let previous = add(item.entry, key: item.key, language: language, table: table)
-            if let previous, !previous.origin.hasPrefix(file + ":") {
-                diagnostics.append("\(item.entry.origin): \(language) \"\(item.key)\" overrides \(previous.origin)")
-            }
+            addNotingOverride(item.entry, key: item.key, language: language, table: table, file: file)
+        }
+    }
+
+    /// Adds an entry read from `file`, noting in ``diagnostics`` when it replaces one from another file.
+    mutating func addNotingOverride(_ entry: CatalogEntry, key: String, language: LanguageTag, table: String, file: String) {
+        if let previous = add(entry, key: key, language: language, table: table), !previous.origin.hasPrefix(file + ":") {
+            diagnostics.append("\(entry.origin): \(language) \"\(key)\" overrides \(previous.origin)")
         }
     }
 

@@ -119,7 +119,7 @@ public enum StringsDictParser {
             guard case .dictionary(let forms) = devices else {
                 throw FormatError("NSStringDeviceSpecificRuleType must be a dictionary of devices")
             }
-            guard let chosen = forms["iphone"] ?? forms["other"] ?? forms.keys.sorted().first.map({ forms[$0]! }) else {
+            guard let name = XCStringsParser.preferredDevice(forms.keys.sorted()), let chosen = forms[name] else {
                 throw FormatError("NSStringDeviceSpecificRuleType is empty")
             }
             guard case .string(let text) = chosen else { throw FormatError("NSStringDeviceSpecificRuleType: the form must be a string") }

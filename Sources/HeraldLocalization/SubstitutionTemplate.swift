@@ -345,19 +345,9 @@ public struct SubstitutionTemplate: Sendable, Hashable {
             let argument = arguments[argumentIndex]
             // A floating-point number is printed once: for its operands and for the form.
             var printed: String?
-            var operands: PluralOperands?
-            if p.specs[selector].conversion == .float {
-                var text = ""
-                if (try? p.specs[selector].append(argument, to: &text)) != nil {
-                    printed = text
-                    operands = PluralOperands(parsing: FormatSpecifier.trim(text)) ?? PluralOperands(parsing: FormatSpecifier.trim(argument))
-                }
-            } else {
-                operands = p.specs[selector].pluralOperands(of: argument)
-            }
             var slot = PluralCategory.other.slot
-            if let n = operands {
-                slot = n.i == 0 && n.t == 0 && p.hasZero[k] ? PluralCategory.zero.slot : PluralRules.category(ruleSet: ruleSet, n).slot
+            if let n = p.specs[selector].pluralOperands(of: argument, printed: &printed) {
+                slot = PluralRules.form(for: n, ruleSet: ruleSet, hasZero: p.hasZero[k]).slot
             }
             let form = p.forms[k * 6 + slot]
             for j in Int(form.start)..<Int(form.start + form.count) {

@@ -100,12 +100,19 @@ public enum XCStringsParser {
         }
         if let deviceValue = variations["device"] {
             guard case .object(let device) = deviceValue else { throw fail("\(path).variations.device", "must be an object") }
-            guard let (name, chosen) = device.first(where: { $0.key == "iphone" }) ?? device.first(where: { $0.key == "other" }) ?? device.entries.first else {
+            guard let name = preferredDevice(device.entries.map(\.key)), let chosen = device[name] else {
                 throw fail("\(path).variations.device", "is empty")
             }
             return try compile(chosen, path: "\(path).variations.device.\(name)", fail: fail)
         }
         throw fail("\(path).variations", "has neither \"plural\" nor \"device\"")
+    }
+
+    /// The device form a notification uses, of `names` (in their file's order): `iphone`, else
+    /// `other`, else the first. A string catalog's `variations.device` and a `.stringsdict`'s
+    /// `NSStringDeviceSpecificRuleType` choose alike.
+    static func preferredDevice(_ names: [String]) -> String? {
+        names.first { $0 == "iphone" } ?? names.first { $0 == "other" } ?? names.first
     }
 
     /// A value with `substitutions`: its `stringUnit` is the format, each
