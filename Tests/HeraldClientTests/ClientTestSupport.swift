@@ -61,8 +61,11 @@ func alert(_ i: Int, topic: String? = "com.example.app") -> NotificationRequest 
     return NotificationRequest(token: token(i), aps: aps, id: UInt32(i), topic: topic)
 }
 
-/// Polls `condition` until it holds or `seconds` pass.
-func eventually(_ seconds: Double = 60, _ condition: () -> Bool) async -> Bool {
+/// Polls `condition` until it holds or `seconds` pass. The default is long:
+/// in the parallel run's first minute the cooperative pool is shared by every
+/// suite starting at once, and a pipeline here once needed more than 60 s to
+/// take 10 notifications (a passing test returns as soon as it holds).
+func eventually(_ seconds: Double = 300, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while !condition() {
         if ContinuousClock.now > deadline { return false }

@@ -69,8 +69,9 @@ final class Counter: Sendable {
     var count: Int { value.load(ordering: .relaxed) }
 }
 
-/// Polls `condition` every millisecond for up to `seconds`.
-func eventually(seconds: Double = 60, _ condition: () async -> Bool) async -> Bool {
+/// Polls `condition` every millisecond for up to `seconds` (long by default:
+/// the parallel run's first minute can keep a task from the pool that long).
+func eventually(seconds: Double = 300, _ condition: () async -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
     while ContinuousClock.now < deadline {
         if await condition() { return true }
