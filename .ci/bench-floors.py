@@ -19,10 +19,10 @@ import sys
 CHECKS = [
     ("payload", ["--count", "1000000", "--baseline-count", "100000", "--rounds", "3"],
      [("speedup_vs_jsonencoder", 12.0, 15.0)]),
-    # The plural pass (issue 32's 4x, not met yet: 2.1-2.4 on 2 cores): its floor catches the
-    # plural render getting dearer, while the goal stays the issue's.
+    # The plural pass (issue 32's 4x: 4.4-4.5 on 2 cores): the floor leaves room for a
+    # busier machine and still catches the fast render being lost (2.1-2.4 without it).
     ("localize", ["--count", "1000000", "--baseline-count", "150000", "--rounds", "3", "--plural-count", "500000"],
-     [("speedup_vs_foundation_cpu", 3.5, 4.5), ("plural_speedup_vs_foundation_cpu", 1.5, 4.0)]),
+     [("speedup_vs_foundation_cpu", 3.5, 4.5), ("plural_speedup_vs_foundation_cpu", 3.0, 4.0)]),
     ("frame", ["--encode-count", "4000000", "--validate-count", "500000"],
      [("speedup_vs_naive", 5.0, 8.0)]),
     # The pipeline against the plain loop doing the same bookkeeping (the issue's 0.8), and

@@ -83,6 +83,7 @@ public struct CatalogLocalizer: Localizer {
                 guard let box = table.box(keyID: id, language: language) else { continue }
                 do {
                     if box.isFormat { return try box.template.render(args ?? []) }
+                    if let substitution = box.substitution { return try substitution.render(args ?? [], ruleSet: pluralRuleSets[language]) }
                     return try box.entry.render(args ?? [], ruleSet: pluralRuleSets[language])
                 } catch {
                     throw StageFailure("\(name)-key \"\(key)\" in \(resolver.languages[language]) (\(box.entry.origin)): \(error.message)")

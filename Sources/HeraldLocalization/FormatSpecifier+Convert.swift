@@ -58,31 +58,32 @@ extension FormatSpecifier {
 
     /// An optional sign and decimal digits, surrounding spaces ignored; `nil` otherwise or on overflow.
     static func parseInteger(_ s: String) -> Int64? {
-        var result: Int64? = nil
-        var s = s
-        s.withUTF8 { u in
-            var i = 0, end = u.count
-            while i < end, u[i] == 0x20 { i += 1 }
-            while end > i, u[end - 1] == 0x20 { end -= 1 }
-            var negative = false
-            if i < end, u[i] == UInt8(ascii: "-") || u[i] == UInt8(ascii: "+") {
-                negative = u[i] == UInt8(ascii: "-")
-                i += 1
-            }
-            guard i < end else { return }
-            var v: Int64 = 0
-            while i < end {
-                let d = u[i] &- 0x30
-                guard d < 10 else { return }
-                let (m, o1) = v.multipliedReportingOverflow(by: 10)
-                let (a, o2) = negative ? m.subtractingReportingOverflow(Int64(d)) : m.addingReportingOverflow(Int64(d))
-                guard !o1, !o2 else { return }
-                v = a
-                i += 1
-            }
-            result = v
+        if let result = s.utf8.withContiguousStorageIfAvailable({ parseInteger($0) }) { return result }
+        return Array(s.utf8).withUnsafeBufferPointer { parseInteger($0) }
+    }
+
+    /// The same, from UTF-8 bytes.
+    static func parseInteger(_ u: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var i = 0, end = u.count
+        while i < end, u[i] == 0x20 { i += 1 }
+        while end > i, u[end - 1] == 0x20 { end -= 1 }
+        var negative = false
+        if i < end, u[i] == UInt8(ascii: "-") || u[i] == UInt8(ascii: "+") {
+            negative = u[i] == UInt8(ascii: "-")
+            i += 1
         }
-        return result
+        guard i < end else { return nil }
+        var v: Int64 = 0
+        while i < end {
+            let d = u[i] &- 0x30
+            guard d < 10 else { return nil }
+            let (m, o1) = v.multipliedReportingOverflow(by: 10)
+            let (a, o2) = negative ? m.subtractingReportingOverflow(Int64(d)) : m.addingReportingOverflow(Int64(d))
+            guard !o1, !o2 else { return nil }
+            v = a
+            i += 1
+        }
+        return v
     }
 
     /// Optional `+` and decimal digits, surrounding spaces ignored; `nil` otherwise, for negatives or on overflow.

@@ -35,4 +35,8 @@ public struct FormatSpecifier: Sendable, Hashable {
     let plain: Bool
     /// The C format for numbers that need `printf` semantics (flags, width, precision, floats).
     let cFormat: [CChar]
+    /// For `%f`/`%.Nf` with no flags or width, the precision (6 when none is
+    /// written); -1 otherwise. Such a specifier writes a short plain decimal
+    /// argument by its digits (``FixedDecimal``), with no `strtod`/`snprintf`.
+    let fixedPrecision: Int8
 }

@@ -220,10 +220,12 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
             }
             c.append(0)
             let plain = conv == .signed && flags.isEmpty && width == nil && precision == nil
+            let fixed = (conversion == UInt8(ascii: "f") || conversion == UInt8(ascii: "F")) && flags.isEmpty && width == nil
+                && (length == "" || length == "l") && (precision ?? 6) <= FixedDecimal.maxPrecision
             return FormatSpecifier(
                 index: index, conversion: conv, text: text, leftAlign: flags.contains(UInt8(ascii: "-")),
                 width: width, precision: precision, integerRange: range, unsignedMax: umax, plain: plain,
-                cFormat: c.map { CChar(bitPattern: $0) })
+                cFormat: c.map { CChar(bitPattern: $0) }, fixedPrecision: fixed ? Int8(precision ?? 6) : -1)
         }
     }
 

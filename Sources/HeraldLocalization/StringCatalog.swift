@@ -220,6 +220,8 @@ final class EntryBox: Sendable {
     /// without copying the entry; otherwise an unused empty template.
     let template: FormatTemplate
     let isFormat: Bool
+    /// The entry's template when it is `.substituted` (a `.stringsdict` entry), reached the same way.
+    let substitution: SubstitutionTemplate?
 
     init(_ entry: CatalogEntry) {
         self.entry = entry
@@ -230,5 +232,6 @@ final class EntryBox: Sendable {
             template = FormatTemplate.empty
             isFormat = false
         }
+        if case .substituted(let s) = entry.value { substitution = s } else { substitution = nil }
     }
 }

@@ -102,6 +102,8 @@ public struct SubstitutionTemplate: Sendable, Hashable {
         let ops: [Op]
         let mainCount: Int
         let specs: [FormatSpecifier]
+        /// `specs` as the fast render reads them (``SubstitutionTemplate/renderFast(_:ruleSet:_:)``).
+        let fast: [FastSpec]
         /// Per variable: its selector (an index into `specs`) and whether it has a `zero` form.
         let selectors: [Int32]
         let hasZero: [Bool]
@@ -153,6 +155,8 @@ public struct SubstitutionTemplate: Sendable, Hashable {
             self.ops = ops
             self.mainCount = mainCount
             self.specs = specs
+            let selectorSet = Set(selectors)
+            self.fast = specs.enumerated().map { FastSpec($0.element, selector: selectorSet.contains(Int32($0.offset))) }
             self.selectors = selectors
             self.hasZero = hasZero
             self.forms = forms
@@ -328,6 +332,13 @@ public struct SubstitutionTemplate: Sendable, Hashable {
     /// the program's arrays, no closures: nothing captured, nothing boxed.
     func render(_ arguments: [String], ruleSet: UInt8) throws(FormatError) -> String {
         try checkArgumentCount(arguments.count)
+        if let text = renderFast(arguments, ruleSet: ruleSet, storage.program) { return text }
+        return try renderGeneral(arguments, ruleSet: ruleSet)
+    }
+
+    /// The render for every argument and specifier: C formatting where needed,
+    /// and the error that names a wrong argument. The argument count is checked.
+    func renderGeneral(_ arguments: [String], ruleSet: UInt8) throws(FormatError) -> String {
         let p = storage.program
         var estimate = p.literalEstimate
         for a in arguments { estimate += a.utf8.count + 8 }
@@ -422,6 +433,7 @@ extension FormatSpecifier {
     func reindexed(_ index: Int) -> FormatSpecifier {
         FormatSpecifier(
             index: index, conversion: conversion, text: text, leftAlign: leftAlign, width: width, precision: precision,
-            integerRange: integerRange, unsignedMax: unsignedMax, plain: plain, cFormat: cFormat)
+            integerRange: integerRange, unsignedMax: unsignedMax, plain: plain, cFormat: cFormat,
+            fixedPrecision: fixedPrecision)
     }
 }
