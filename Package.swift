@@ -228,7 +228,7 @@ let package = Package(
             name: "herald",
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
-                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService", "HeraldPostgres",
+                "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService", "HeraldPostgres", "HeraldLocalization",
                 .product(name: "Logging", package: "swift-log"),
                 // Each long-running command's services in one ServiceGroup.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

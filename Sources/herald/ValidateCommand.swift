@@ -2,6 +2,7 @@ import ArgumentParser
 import HeraldCore
 import HeraldJSON
 import HeraldKit
+import HeraldLocalization
 
 /// `herald validate`: checks requests and catalogs without sending anything.
 struct ValidateCommand: AsyncParsableCommand {
@@ -13,6 +14,14 @@ struct ValidateCommand: AsyncParsableCommand {
             configuration, and prints one JSON line per request that would not go out as written: \
             its `dropped` outcome (as `herald send` writes it), or {"line":…,"id":…,"outcome":"truncated","from":…,"to":…}. \
             A last line on standard error sums up. Nothing is sent and the token store is not read.
+
+            With catalogs, each problem a build check would report about them comes first on standard error, \
+            as `herald: warning: catalog: <file>: <message> [<code>]`: a value that does not compile \
+            (invalid-value), a language whose value takes other arguments than the default language's \
+            (argument-mismatch), a plural value without a form its language's CLDR rules need \
+            (missing-plural-form: a device would show the `other` form). Keys missing in a language \
+            fall back along the language chain and are left to `herald-strings check`, which knows the \
+            keys not to translate. The summary counts them as catalog_problems; they do not change the exit status.
 
             Examples:
               herald validate requests.jsonl
@@ -41,6 +50,7 @@ struct ValidateCommand: AsyncParsableCommand {
         } catch {
             throw SetupError("\(error)")
         }
+        let catalogProblems = try Self.reportCatalogProblems(configuration)
         var requests = 0, dropped = 0, truncated = 0
         var out = OutputBuffer()
         do {
@@ -72,10 +82,31 @@ struct ValidateCommand: AsyncParsableCommand {
         fields.add("ok", requests - dropped - truncated)
         fields.add("dropped", dropped)
         fields.add("truncated", truncated)
+        if let catalogProblems { fields.add("catalog_problems", catalogProblems) }
         var summary = JSONLine()
         summary.add("validate", fields)
         writeToStandardError(summary.line)
         try written.get()
         if dropped + truncated > 0 { throw ExitCode(3) }
+    }
+
+    /// The configured catalogs' problems (``CatalogAudit``) on standard error, checked
+    /// against the default language; how many, or `nil` without catalogs.
+    static func reportCatalogProblems(_ configuration: HeraldConfiguration) throws -> Int? {
+        guard let path = configuration.catalogs else { return nil }
+        let catalog: StringCatalog
+        do {
+            catalog = try StringCatalog.load(path: path)
+        } catch {
+            throw SetupError("\(error)")
+        }
+        let shown: Set<CatalogProblem.Code> = [.invalidValue, .argumentMismatch, .missingPluralForm]
+        let audit = CatalogAudit(catalog, reference: LanguageTag(parsing: configuration.defaultLanguage))
+        var count = 0
+        for problem in audit.problems where shown.contains(problem.code) {
+            count += 1
+            warnAtStart("catalog: \(problem) [\(problem.code)]")
+        }
+        return count
     }
 }

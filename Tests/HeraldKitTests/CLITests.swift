@@ -167,4 +167,29 @@ struct ValidateCLITests {
         let clean = try await runHerald(["validate", try temporaryFile(lines[0] + "\n")])
         #expect(clean.status == 0 && clean.stdout.isEmpty)
     }
+
+    @Test("with catalogs: a plural value missing a form its language needs is a warning naming the file and key; the requests are checked as before")
+    func catalogProblems() async throws {
+        let dir = temporaryDirectory()
+        for (language, forms) in [("en", "<key>one</key><string>%d message</string><key>other</key><string>%d messages</string>"),
+                                  ("ru", "<key>one</key><string>%d сообщение</string><key>other</key><string>%d сообщения</string>")] {
+            try FileManager.default.createDirectory(atPath: "\(dir)/\(language).lproj", withIntermediateDirectories: true)
+            let plist = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <plist version="1.0"><dict><key>UNREAD</key><dict>
+                <key>NSStringLocalizedFormatKey</key><string>%#@n@</string>
+                <key>n</key><dict><key>NSStringFormatSpecTypeKey</key><string>NSStringPluralRuleType</string>
+                <key>NSStringFormatValueTypeKey</key><string>d</string>\(forms)</dict>
+                </dict></dict></plist>
+                """
+            try Data(plist.utf8).write(to: URL(fileURLWithPath: "\(dir)/\(language).lproj/Localizable.stringsdict"))
+        }
+        let request = #"{"id":1,"token":"\#(goodToken)","language":"ru","alert":{"loc-key":"UNREAD","loc-args":["5"]}}"#
+        let (status, stdout, stderr) = try await runHerald(["validate", "--catalogs", dir, try temporaryFile(request + "\n")])
+        #expect(status == 0 && stdout.isEmpty, "\(stdout)\(stderr)")
+        #expect(stderr.contains("herald: warning: catalog: \(dir)/ru.lproj/Localizable.stringsdict: UNREAD"), "\(stderr)")
+        #expect(stderr.contains("few, many") && stderr.contains("[missing-plural-form]"), "\(stderr)")
+        #expect(!stderr.contains("en.lproj"), "English has its forms: \(stderr)")
+        #expect(stderr.contains(#"{"validate":{"requests":1,"ok":1,"dropped":0,"truncated":0,"catalog_problems":1}}"#), "\(stderr)")
+    }
 }
