@@ -339,19 +339,7 @@ public struct FormatTemplate: Sendable, Hashable, CustomStringConvertible {
                     guard p.argument >= 0 else { continue }
                     let a = arguments[Int(p.argument)]
                     if p.integerRange != nil {
-                        let v = FormatSpecifier.parseInteger(a)!
-                        if v < 0 { out[o] = UInt8(ascii: "-"); o += 1 }
-                        var m = v.magnitude
-                        var digits = 1
-                        var t = m
-                        while t >= 10 { t /= 10; digits += 1 }
-                        var k = o + digits - 1
-                        repeat {
-                            out[k] = UInt8(truncatingIfNeeded: m % 10) + 0x30
-                            m /= 10
-                            k -= 1
-                        } while m > 0
-                        o += digits
+                        o += ByteWriter.writeDecimal(FormatSpecifier.parseInteger(a)!, to: out.baseAddress! + o)
                         continue
                     }
                     let utf8 = a.utf8

@@ -212,23 +212,36 @@ struct ByteWriter {
     /// `v` in decimal digits.
     @inline(__always)
     mutating func appendDecimal(_ v: Int64) -> Bool {
-        var m = v.magnitude
+        guard reserve(Self.decimalLength(v)) else { return false }
+        count += Self.writeDecimal(v, to: base + count)
+        return true
+    }
+
+    /// The bytes `v` takes in decimal, its sign included.
+    @inline(__always)
+    static func decimalLength(_ v: Int64) -> Int {
         var digits = 1
-        var rest = m
+        var rest = v.magnitude
         while rest >= 10 {
             rest /= 10
             digits += 1
         }
-        guard reserve(digits + 1) else { return false }
-        if v < 0 { put(UInt8(ascii: "-")) }
-        var k = count + digits - 1
+        return digits + (v < 0 ? 1 : 0)
+    }
+
+    /// Writes `v` in decimal at `out` (``decimalLength(_:)`` bytes) and returns how many.
+    @inline(__always)
+    static func writeDecimal(_ v: Int64, to out: UnsafeMutablePointer<UInt8>) -> Int {
+        let length = decimalLength(v)
+        if v < 0 { out[0] = UInt8(ascii: "-") }
+        var m = v.magnitude
+        var k = length - 1
         repeat {
-            base[k] = UInt8(truncatingIfNeeded: m % 10) + 0x30
+            out[k] = UInt8(truncatingIfNeeded: m % 10) + 0x30
             m /= 10
             k -= 1
         } while m > 0
-        count += digits
-        return true
+        return length
     }
 
     func string() -> String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }

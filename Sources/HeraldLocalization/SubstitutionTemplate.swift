@@ -399,14 +399,9 @@ public struct SubstitutionTemplate: Sendable, Hashable {
     /// `v` in decimal digits.
     @inline(__always)
     static func appendDecimal(_ v: Int64, to out: inout [UInt8]) {
-        if v < 0 { out.append(UInt8(ascii: "-")) }
-        var m = v.magnitude
         let start = out.count
-        repeat {
-            out.append(UInt8(truncatingIfNeeded: m % 10) + 0x30)
-            m /= 10
-        } while m > 0
-        out[start...].reverse()
+        out.append(contentsOf: repeatElement(0, count: ByteWriter.decimalLength(v)))
+        out.withUnsafeMutableBufferPointer { _ = ByteWriter.writeDecimal(v, to: $0.baseAddress! + start) }
     }
 
     /// Every specifier of the format and of every form, variables' selectors included.
