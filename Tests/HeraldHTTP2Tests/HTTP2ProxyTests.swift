@@ -9,7 +9,7 @@ struct ProxySetupError: Error, CustomStringConvertible {
     let description: String
 }
 
-/// Waits until something accepts connections on 127.0.0.1:`port`.
+/// Waits until something accepts connections on 127.0.0.1:`port`; blocks its thread (from a task: `offPool`).
 func waitForListener(_ port: Int, seconds: Double = 20) throws {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
@@ -48,7 +48,8 @@ struct HTTP2ProxyTests {
             proxy.waitUntilExit()
         }
         defer { stopProxy() }
-        try waitForListener(port)
+        // proxy.py's start takes seconds on a busy machine: waited for on a thread of its own.
+        try await offPool { try waitForListener(port) }
 
         let setup = try await TLSSimulatorSetup.start()
         defer { Task { await setup.server.stop() } }

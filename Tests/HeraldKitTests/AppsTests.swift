@@ -246,7 +246,7 @@ struct AppsTests {
           {"name":"news","topics":["com.b.news"],"transport":{"type":"http2-simulator","bundleID":"com.b.news"}}]}
         """#.write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
         let server = try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"])
-        defer { server.stopBlocking(interrupt: true) }
+        defer { server.stopInBackground(interrupt: true) }
         let port = server.ready["port"] as! Int
         func request(_ method: String, _ path: String, body: String? = nil) async throws -> RawExchange {
             var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: Bearer \(bearer)\r\n"

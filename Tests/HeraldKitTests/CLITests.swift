@@ -42,7 +42,8 @@ struct CLITests {
         let stderrTask = readAllOnThread(err.fileHandleForReading)
         let writer = input.fileHandleForWriting
         let chunk = Data((0..<1000).map { #"{"id":\#($0),"token":"\#(goodToken)","alert":"x"}"# + "\n" }.joined().utf8)
-        for _ in 0..<20 { try writer.write(contentsOf: chunk) }
+        // 2 MB into a 64 KB pipe waits for herald to read it: on a thread of its own, not the pool's.
+        try await offPool { for _ in 0..<20 { try writer.write(contentsOf: chunk) } }
         // Wait until outcomes flow, then interrupt while the pipe is still open:
         // the source must stop on the signal, not on end of input.
         try await Task.sleep(for: .milliseconds(500))

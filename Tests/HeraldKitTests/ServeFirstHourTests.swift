@@ -35,7 +35,7 @@ struct ServeFirstHourTests {
             .write(toFile: dir + "/serve.json", atomically: true, encoding: .utf8)
         let server = try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "warning"])
         let port = server.ready["port"] as! Int
-        defer { server.stopBlocking(interrupt: true) }
+        defer { server.stopInBackground(interrupt: true) }
 
         // The transport's counters exist from the first scrape, at 0.
         let before = try await rawHTTP(port: port, Self.request("GET", "/metrics"))
@@ -203,7 +203,7 @@ struct CurlTests {
         let body = String(repeating: String(repeating: " ", count: 1023) + "\n", count: 2048)
         try body.write(toFile: dir + "/body.jsonl", atomically: true, encoding: .utf8)
         let server = try await ExternalServer.start(try heraldExecutable().path, ["serve", "--config", dir + "/serve.json", "--port", "0", "--log-level", "error"])
-        defer { server.stopBlocking(interrupt: true) }
+        defer { server.stopInBackground(interrupt: true) }
         let port = server.ready["port"] as! Int
         var best = Double.infinity
         for _ in 0..<3 {

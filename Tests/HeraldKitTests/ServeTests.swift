@@ -101,7 +101,7 @@ struct ServeTests {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let server = try await startServe(in: dir)
-        defer { server.stopBlocking(interrupt: true) }
+        defer { server.stopInBackground(interrupt: true) }
         let port = server.ready["port"] as! Int
         let committed = try Data(contentsOf: repositoryRoot().appendingPathComponent("Sources/HeraldService/openapi.yaml"))
         let python = try await interopPython()

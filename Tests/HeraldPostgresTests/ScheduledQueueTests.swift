@@ -90,7 +90,8 @@ struct ScheduledQueueTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         kill(second.processIdentifier, SIGINT)
-        second.waitUntilExit()
+        // The worker drains before it exits: waited for on a thread of its own.
+        try await offPool { second.waitUntilExit() }
         #expect(second.terminationStatus == 0)
         await #expect(try tally(cluster, db) == ["done|accepted": 41, "done|cancelled": 1, "done|dropped": 1])
         // Each scheduled row's outcome (written after it was sent) from its send-at, in milliseconds.

@@ -182,13 +182,16 @@ struct SQLiteTokenStoreTests {
     }
 
     @Test("killed with SIGKILL in the middle of an import: the store opens, every committed batch is whole, none is half there")
-    func killedMidImport() throws {
+    func killedMidImport() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let input = dir + "/big.jsonl"
-        var text = ""
-        for i in 0..<400_000 { text += #"{"token":"\#(token(i).hex)","topic":"com.a","unregistered":\#(1000 + i % 7)}"# + "\n" }
-        try text.write(toFile: input, atomically: false, encoding: .utf8)
+        // 400,000 lines made on a thread of their own: seconds in a debug build, not the pool's to give.
+        try await offPool {
+            var text = ""
+            for i in 0..<400_000 { text += #"{"token":"\#(token(i).hex)","topic":"com.a","unregistered":\#(1000 + i % 7)}"# + "\n" }
+            try text.write(toFile: input, atomically: false, encoding: .utf8)
+        }
         let child = Process()
         child.executableURL = try heraldExecutable()
         child.arguments = ["tokens", "import", "--store", storePath(dir), input]
@@ -201,10 +204,10 @@ struct SQLiteTokenStoreTests {
         while seen < 30_000 && ContinuousClock.now < deadline && child.isRunning {
             if FileManager.default.fileExists(atPath: storePath(dir)),
                 let q = try? DatabaseQueue(path: storePath(dir), configuration: { var c = Configuration(); c.readonly = true; c.busyMode = .timeout(1); return c }()) {
-                seen = (try? q.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM tokens") ?? 0 }) ?? 0
+                seen = (try? await q.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM tokens") ?? 0 }) ?? 0
                 try? q.close()
             }
-            usleep(20_000)
+            try await Task.sleep(for: .milliseconds(20))
         }
         let killed = child.isRunning
         kill(child.processIdentifier, SIGKILL)

@@ -65,6 +65,13 @@ public final class ExternalServer: @unchecked Sendable {
         return (try? JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]) ?? [:]
     }
 
+    /// `stopBlocking` on a thread of its own, not waited for: for a `defer` in a
+    /// test, which cannot await and must not hold a thread of the concurrency
+    /// pool while the server drains.
+    public func stopInBackground(interrupt: Bool = false) {
+        Thread { self.stopBlocking(interrupt: interrupt) }.start()
+    }
+
     static func readLine(_ handle: FileHandle) -> String {
         var bytes: [UInt8] = []
         while true {
