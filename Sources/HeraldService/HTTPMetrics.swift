@@ -25,13 +25,35 @@ struct HTTPMetrics: RouterMiddleware {
         var status: Int
     }
 
+    /// Each route's answer when it succeeds, made at start: the HTTP series are on `/metrics`
+    /// from its first scrape, at 0, as Prometheus' guidance has it for label values known
+    /// in advance (other statuses appear with their first answer).
+    static let known: [Key] = [
+        Key(route: "/v1/notifications", method: "POST", status: 202),
+        Key(route: "/v1/notifications/{notification}", method: "GET", status: 200),
+        Key(route: "/v1/notifications/{notification}", method: "DELETE", status: 200),
+        Key(route: "/healthz", method: "GET", status: 200),
+        Key(route: "/readyz", method: "GET", status: 200),
+        Key(route: "/metrics", method: "GET", status: 200),
+        Key(route: "/openapi.yaml", method: "GET", status: 200),
+    ]
+
     final class Series: Sendable {
         let factory: any MetricsFactory
         let made = Mutex<[Key: (Counter, Timer)]>([:])
-        init(factory: any MetricsFactory) { self.factory = factory }
+        init(factory: any MetricsFactory) {
+            self.factory = factory
+            for key in HTTPMetrics.known { _ = instruments(key) }
+        }
 
         func record(_ key: Key, nanoseconds: Int64) {
-            let (counter, timer) = made.withLock { made in
+            let (counter, timer) = instruments(key)
+            counter.increment()
+            timer.recordNanoseconds(nanoseconds)
+        }
+
+        func instruments(_ key: Key) -> (Counter, Timer) {
+            made.withLock { made in
                 if let m = made[key] { return m }
                 let dimensions = [("route", key.route), ("method", key.method), ("status", String(key.status))]
                 let m = (
@@ -41,8 +63,6 @@ struct HTTPMetrics: RouterMiddleware {
                 made[key] = m
                 return m
             }
-            counter.increment()
-            timer.recordNanoseconds(nanoseconds)
         }
     }
 
