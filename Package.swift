@@ -192,7 +192,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
-            resources: [.copy("openapi.yaml")]
+            resources: [.copy("openapi.yaml"), .copy("operator.html")]
         ),
         // The PostgreSQL queue (issue 16): the notifications table, its migrations, the queue source and the outcome
         // writer; the token store shared by every worker.

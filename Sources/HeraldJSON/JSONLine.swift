@@ -37,6 +37,16 @@ package struct JSONLine {
     package mutating func add(_ key: String, _ value: String) { self.key(key); writer.string(value) }
     package mutating func add(_ key: String, _ value: Bool) { self.key(key); writer.bool(value) }
     package mutating func add(_ key: String, _ object: JSONLine) { self.key(key); writer.bytes += object.bytes }
+    /// An array of objects.
+    package mutating func add(_ key: String, _ objects: [JSONLine]) {
+        self.key(key)
+        writer.byte(UInt8(ascii: "["))
+        for (i, o) in objects.enumerated() {
+            if i > 0 { writer.byte(UInt8(ascii: ",")) }
+            writer.bytes += o.bytes
+        }
+        writer.byte(UInt8(ascii: "]"))
+    }
 
     /// The object's bytes, without a newline.
     package var bytes: [UInt8] { writer.bytes.isEmpty ? Array("{}".utf8) : writer.bytes + [UInt8(ascii: "}")] }

@@ -36,6 +36,8 @@ struct HTTPMetrics: RouterMiddleware {
         Key(route: "/readyz", method: "GET", status: 200),
         Key(route: "/metrics", method: "GET", status: 200),
         Key(route: "/openapi.yaml", method: "GET", status: 200),
+        Key(route: "/", method: "GET", status: 200),
+        Key(route: "/v1/status", method: "GET", status: 200),
     ]
 
     final class Series: Sendable {

@@ -43,11 +43,13 @@ public struct ServiceConfiguration: Sendable {
     /// The configuration's apps (`apps[].name`): `/metrics` counts each one's outcomes as
     /// `herald_app_outcomes_total{app,outcome}` (names from requests alone are not labels).
     public var apps: [String] = []
+    /// How often the operator's page's history takes the service's totals (`statusSeconds`; it keeps 120).
+    public var statusInterval: Duration = .seconds(5)
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
     /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `scheduled`, `keepOutcomes`, `idleTimeoutSeconds`, `headerTimeoutSeconds`,
-    /// `idempotencyHours`, `idempotencyKeys`.
+    /// `idempotencyHours`, `idempotencyKeys`, `statusSeconds`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> ServiceConfiguration {
         var c = ServiceConfiguration()
         c.host = try node.string("host") ?? c.host
@@ -60,6 +62,7 @@ public struct ServiceConfiguration: Sendable {
         if let s = try node.int("headerTimeoutSeconds", in: 1...600) { c.headerTimeout = .seconds(s) }
         if let h = try node.int("idempotencyHours", in: 1...720) { c.idempotencyWindow = .seconds(h * 3600) }
         c.idempotencyKeys = try node.int("idempotencyKeys", in: 1...100_000_000) ?? c.idempotencyKeys
+        if let s = try node.int("statusSeconds", in: 1...60) { c.statusInterval = .seconds(s) }
         let secret = try node.secret(fileKey: "apiTokensFile", environmentKey: "apiTokensEnv")
         switch secret?.source {
         case .file?: c.apiTokens = secret!.text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -108,6 +111,12 @@ public final class HeraldService: Sendable {
     let transportTotals = Mutex<[String: Int]>([:])
     /// Posts dead tokens and failures to the caller (`outcomes.webhook`).
     public let webhook: OutcomeWebhook?
+    /// Requests taken (`herald_requests_total`), for the operator's page.
+    let requestsTaken = StatusHistory.Count()
+    /// UNIX milliseconds when the service was made.
+    let startedAt = StatusHistory.nowMilliseconds()
+    /// The totals every few seconds, for the operator's page's rates.
+    let statusHistory: StatusHistory
 
     /// `intake`: where accepted requests wait (`nil`: in memory, bounded by
     /// `queueCapacity`, outcomes kept for `GET` by the ``OutcomeIndex``); with a
@@ -139,6 +148,11 @@ public final class HeraldService: Sendable {
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
         pipeline = try makePipeline(intake.source, ledger, factory)
+        statusHistory = StatusHistory(interval: configuration.statusInterval) { [outcomes, requestsTaken] in
+            StatusHistory.Sample(
+                at: StatusHistory.nowMilliseconds(), outcomes: outcomes.counts, requests: requestsTaken.value,
+                queueDepth: await intake.depth())
+        }
         (intake as? MemoryIntake)?.queue.setBulkWindow((pipeline.transport as? any LaneWindowing)?.bulkWindow)
     }
 
@@ -169,7 +183,7 @@ public final class HeraldService: Sendable {
         // close). A second signal abandons what is left.
         do {
             try await SignalledServiceGroup.run(
-                services + [app] + (webhook.map { [$0] } ?? []), main: PipelineService(service: self), logger: logger,
+                services + [statusHistory, app] + (webhook.map { [$0] } ?? []), main: PipelineService(service: self), logger: logger,
                 abandon: { [self] in
                     logger.warning("second signal: stopping now; what was not sent ends failed")
                     closeIntake()
@@ -222,6 +236,9 @@ public final class HeraldService: Sendable {
 
     // MARK: - Routes
 
+    /// The page loads nothing from anywhere, and fetches only this service.
+    static let operatorPagePolicy = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
     /// The API's OpenAPI document (`Sources/HeraldService/openapi.yaml`, a resource of this module).
     public static let openAPIDocument: [UInt8]? = Bundle.module.url(forResource: "openapi", withExtension: "yaml")
         .flatMap { try? Data(contentsOf: $0) }.map { Array($0) }
@@ -256,6 +273,16 @@ public final class HeraldService: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: out)))
         }
         authenticated.post("/v1/notifications") { request, _ in try await self.post(request) }
+        // The operator's page: the page itself holds nothing (it asks for the token and keeps it
+        // in the tab's session storage); its figures come from /v1/status, which wants the token.
+        getAndHead(router, "/") { _, _ in
+            guard let page = Self.operatorPage else { return Self.json(.notFound, #"{"error":"the operator's page is not installed"}"#) }
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/html; charset=utf-8", .contentSecurityPolicy: Self.operatorPagePolicy, .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(bytes: page)))
+        }
+        getAndHead(authenticated, "/v1/status") { _, _ in Self.json(.ok, await self.statusDocument()) }
         getAndHead(authenticated, "/v1/notifications/:notification") { _, context in
             guard let text = context.parameters.get("notification"), let id = UInt64(text) else {
                 return Self.json(.badRequest, #"{"error":"the id is a notification number"}"#)

@@ -1,3 +1,4 @@
+import Foundation
 import DequeModule
 import HeraldCore
 import Metrics
@@ -16,7 +17,45 @@ public final class OutcomeIndex: OutcomeObserver {
         /// before it, and forgetting it says nothing of the campaign's ids still pending.)
         var decided = DecidedIDs()
         var counts: [Outcome.Kind: Int] = [:]
+        /// For the operator's page (`GET /v1/status`): outcomes by app and by reason, the
+        /// latest failures, and the answers that said a token is dead.
+        var appCounts: [String: [Outcome.Kind: Int]] = [:]
+        var reasonCounts: [ReasonKey: Int] = [:]
+        var recentFailures = Deque<RecentFailure>()
+        var deadTokens = 0
     }
+
+    struct ReasonKey: Hashable {
+        var outcome: Outcome.Kind
+        var reason: String
+    }
+
+    /// A request that ended rejected, failed or dropped, as the operator's page lists it:
+    /// the bounded reason label (never the message, which names lines and tokens) and
+    /// the token redacted.
+    public struct RecentFailure: Sendable {
+        public let sequence: UInt64
+        public let outcome: Outcome.Kind
+        public let reason: String
+        public let token: String?
+        public let app: String?
+        /// UNIX milliseconds when it was recorded.
+        public let at: Int64
+    }
+
+    /// What the operator's page shows of the outcomes so far.
+    public struct Summary: Sendable {
+        public var counts: [Outcome.Kind: Int]
+        public var apps: [String: [Outcome.Kind: Int]]
+        /// By count, most first.
+        public var reasons: [(outcome: Outcome.Kind, reason: String, count: Int)]
+        /// Newest first.
+        public var recentFailures: [RecentFailure]
+        public var deadTokens: Int
+    }
+
+    /// Failures kept for the operator's page.
+    static let recentFailureCount = 20
     let state = Mutex(State())
     public let capacity: Int
     let counters: [Outcome.Kind: Counter]
@@ -80,6 +119,17 @@ public final class OutcomeIndex: OutcomeObserver {
                 s.records[old] = nil
             }
             for (k, n) in kinds { s.counts[k, default: 0] += n }
+            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+            for r in records {
+                if let app = r.app { s.appCounts[app, default: [:]][r.outcome.kind, default: 0] += 1 }
+                if case .rejected(let status) = r.outcome, status.meansDeadToken { s.deadTokens += 1 }
+                guard let label = Self.reasonLabel(r.outcome) else { continue }
+                s.reasonCounts[ReasonKey(outcome: r.outcome.kind, reason: label), default: 0] += 1
+                guard r.outcome.kind == .rejected || r.outcome.kind == .failed || r.outcome.kind == .dropped else { continue }
+                s.recentFailures.append(
+                    RecentFailure(sequence: r.sequence, outcome: r.outcome.kind, reason: label, token: r.token?.redacted, app: r.app, at: now))
+                if s.recentFailures.count > Self.recentFailureCount { s.recentFailures.removeFirst() }
+            }
         }
         var reasons: [String: (Outcome.Kind, String, Int)] = [:]
         for r in records {
@@ -117,6 +167,17 @@ public final class OutcomeIndex: OutcomeObserver {
 
     /// Outcomes recorded, by kind.
     public var counts: [Outcome.Kind: Int] { state.withLock { $0.counts } }
+
+    /// Outcomes by kind, app and reason, the latest failures and the dead tokens learned.
+    public var summary: Summary {
+        state.withLock { s in
+            Summary(
+                counts: s.counts, apps: s.appCounts,
+                reasons: s.reasonCounts.map { ($0.key.outcome, $0.key.reason, $0.value) }
+                    .sorted { ($0.count, $1.outcome.rawValue, $1.reason) > ($1.count, $0.outcome.rawValue, $0.reason) },
+                recentFailures: s.recentFailures.reversed(), deadTokens: s.deadTokens)
+        }
+    }
 }
 
 /// The ids decided so far, in memory proportional to the span between the

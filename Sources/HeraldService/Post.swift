@@ -38,6 +38,7 @@ extension HeraldService {
         case .accepted(let ids, let replayed):
             if replayed { return Self.replayed(parsed.report { Int(clamping: ids[$0]) }) }
             requestsIn.increment(by: parsed.requests.count)
+            requestsTaken.add(parsed.requests.count)
             return Self.json(.accepted, parsed.report { Int(clamping: ids[$0]) })
         case .refused(let refusal):
             return Self.refused(refusal, count: parsed.requests.count)

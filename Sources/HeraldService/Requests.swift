@@ -20,7 +20,7 @@ struct MethodGuard: RouterMiddleware {
     /// The API's path pattern for `path` (`/v1/notifications/{notification}`), or `nil` for a path not in the API.
     static func route(of path: String) -> String? {
         switch path {
-        case "/v1/notifications", "/healthz", "/readyz", "/metrics", "/openapi.yaml": return path
+        case "/", "/v1/notifications", "/v1/status", "/healthz", "/readyz", "/metrics", "/openapi.yaml": return path
         default:
             let rest = path.dropFirst("/v1/notifications/".count)
             return path.hasPrefix("/v1/notifications/") && !rest.isEmpty && !rest.contains("/") ? "/v1/notifications/{notification}" : nil
@@ -40,7 +40,7 @@ struct MethodGuard: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let allowed = Self.allowed(request.uri.path) else {
             // Not a path of the API: 404 with an error text, as every 4xx has.
-            let message = "no such endpoint: \(request.uri.path) (the API is /v1/notifications; probes /healthz, /readyz; /metrics, /openapi.yaml)"
+            let message = "no such endpoint: \(request.uri.path) (the API is /v1/notifications and /v1/status; probes /healthz, /readyz; /metrics, /openapi.yaml; the operator's page /)"
             return Response(status: .notFound, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: errorBody(message))))
         }
         if request.method == .head, allowed.contains(.get) {

@@ -4,7 +4,8 @@
     metrics_families.py --port PORT --token-file FILE
 
 Prints one JSON object: {"status": HTTP status, "families": {name: type},
-"samples": [sample names]}. prometheus_client names a counter's family
+"samples": [sample names], "values": {"name{label=value,…}": value}}
+(labels sorted by name; a sample without labels is its name alone). prometheus_client names a counter's family
 without `_total` and its samples with it; MetricsTests looks for either.
 """
 import argparse
@@ -25,12 +26,14 @@ def main():
     connection.request("GET", "/metrics", headers={"Authorization": "Bearer " + token})
     response = connection.getresponse()
     body = response.read().decode()
-    families, samples = {}, set()
+    families, samples, values = {}, set(), {}
     for family in text_string_to_metric_families(body):
         families[family.name] = family.type
         for sample in family.samples:
             samples.add(sample.name)
-    print(json.dumps({"status": response.status, "families": families, "samples": sorted(samples)}))
+            labels = ",".join("%s=%s" % kv for kv in sorted(sample.labels.items()))
+            values[sample.name + ("{%s}" % labels if labels else "")] = sample.value
+    print(json.dumps({"status": response.status, "families": families, "samples": sorted(samples), "values": values}))
 
 
 if __name__ == "__main__":

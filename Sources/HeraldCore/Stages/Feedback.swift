@@ -31,6 +31,12 @@ public protocol FeedbackSource: Sendable {
     func fetchFeedback() async throws -> [FeedbackEntry]
 }
 
+extension Status {
+    /// Whether the answer says the token is dead: the binary interface's status 8
+    /// (invalid token) or HTTP/2's 410 with a reason (`Unregistered`, `ExpiredToken`…).
+    public var meansDeadToken: Bool { self == .invalidToken || (reason != nil && rawValue == 410) }
+}
+
 /// The suppression stage: requests to dead tokens end as `suppressed`.
 public struct SuppressionStage: EnvelopeStage, ConcurrentStage {
     public let store: any TokenStore
@@ -53,10 +59,10 @@ public struct TokenStoreFeedbackObserver: OutcomeObserver {
     }
     public func observe(_ records: [OutcomeRecord]) {
         for r in records {
-            guard case .rejected(let s) = r.outcome, let t = r.token else { continue }
+            guard case .rejected(let s) = r.outcome, s.meansDeadToken, let t = r.token else { continue }
             if s == .invalidToken {
                 store.unregistered(t, topic: nil, at: clock(), source: .invalidToken)
-            } else if s.reason != nil && s.rawValue == 410 {
+            } else {
                 store.unregistered(t, topic: r.topic, at: r.apnsUnregisteredAt.map { UInt32(clamping: $0 / 1000) } ?? clock(), source: .gone)
             }
         }
