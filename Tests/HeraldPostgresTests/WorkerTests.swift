@@ -181,7 +181,10 @@ struct WorkerTests {
     @Test("a worker's claims never take over a lease another of its claims took: one waiting for its turn reads the leases held once its turn comes, and a claim whose rows could not be read keeps its lease this worker's until found again")
     func claimsPassOverOwnLeases() async throws {
         let (cluster, db) = try await freshDatabase()
-        let queue = try await openQueue(cluster, db, owner: "turns", batch: 10)
+        // Leases run out only when the test says so (a 30 s lease ran out by itself in CI's parallel
+        // run, where opening the twin below took that long: the twin's claim then took over leases
+        // this worker held, as it should, and the test read that as the fault it looks for).
+        let queue = try await openQueue(cluster, db, owner: "turns", lease: .seconds(3600), batch: 10)
         #expect(try await queue.enqueue(requestLines(30).lines) == 30)
         let problems = ProblemLog()
         let (source, _) = queue.worker(drain: true) { problems.add($0) }
@@ -204,7 +207,7 @@ struct WorkerTests {
 
         // A claim waiting for its turn while a lease of this worker's (here another queue's with the
         // same owner) reaches the book, then runs out.
-        let twin = try await openQueue(cluster, db, owner: "turns", batch: 10)
+        let twin = try await openQueue(cluster, db, owner: "turns", lease: .seconds(3600), batch: 10)
         await queue.leaseTurn.acquire(1)
         let waiting = Task { try await source.claimBatch() }
         try await Task.sleep(for: .milliseconds(300))
