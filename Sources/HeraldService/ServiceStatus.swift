@@ -44,12 +44,17 @@ final class StatusHistory: Service, Sendable {
         }
     }
 
+    /// Samples until a graceful shutdown (or cancellation), then returns: a service that
+    /// threw there would end the group with an error instead of the summary.
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                await self.record()
-                try await Task.sleep(for: self.interval)
+        do {
+            try await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    await self.record()
+                    try await Task.sleep(for: self.interval)
+                }
             }
+        } catch is CancellationError {
         }
     }
 
