@@ -47,6 +47,9 @@ public final class PostgresIntake: NotificationIntake {
         return "queue: \(report.written) outcomes written back, \(report.notWritten) not written, \(report.leaseLost) taken over by another worker"
     }
 
+    /// Queued rows as `depth()` last counted them (the operator page's history does not count).
+    public func lastCountedDepth() async -> Int? { counted.withLock { $0?.count } }
+
     /// Queued rows, as last counted (again when a second old).
     public func depth() async -> Int {
         if let c = counted.withLock({ $0 }), ContinuousClock.now - c.at < .seconds(1) { return c.count }

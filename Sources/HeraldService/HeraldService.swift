@@ -151,7 +151,7 @@ public final class HeraldService: Sendable {
         statusHistory = StatusHistory(interval: configuration.statusInterval) { [outcomes, requestsTaken] in
             StatusHistory.Sample(
                 at: StatusHistory.nowMilliseconds(), outcomes: outcomes.counts, requests: requestsTaken.value,
-                queueDepth: await intake.depth())
+                queueDepth: await intake.lastCountedDepth() ?? 0)
         }
         (intake as? MemoryIntake)?.queue.setBulkWindow((pipeline.transport as? any LaneWindowing)?.bulkWindow)
     }

@@ -17,6 +17,9 @@ public protocol NotificationIntake: Sendable {
     func state(of id: UInt64) async -> NotificationState
     /// Requests waiting for a pipeline (may be counted a moment ago).
     func depth() async -> Int
+    /// The depth as last counted, without counting now (`nil`: never counted): what a
+    /// periodic sampler reads where counting costs a query (a queue's rows). Memory's is `depth()`.
+    func lastCountedDepth() async -> Int?
     /// No more requests; what was taken still goes through (a queue's rows stay for other workers).
     func close()
     var isClosed: Bool { get }
@@ -47,6 +50,7 @@ public protocol NotificationIntake: Sendable {
 extension NotificationIntake {
     public var keepsText: Bool { false }
     public var observers: [any OutcomeObserver] { [] }
+    public func lastCountedDepth() async -> Int? { await depth() }
     public func notificationID(ofSequence sequence: UInt64) -> UInt64? { sequence }
     public func pipelineStarting() {}
     public func pipelineStarting(ledger: OutcomeLedger) { pipelineStarting() }
