@@ -5,7 +5,7 @@ Runs four `herald bench` commands in short form and fails when a ratio to a
 baseline measured in the same run falls below its floor. Floors sit well under
 each goal: they catch a stage that got several times slower, not noise. A
 figure under its floor is measured once more (these machines are shared and
-noisy) and the better of the two counts; both are printed.
+noisy), twice at most, and the best counts; every figure is printed.
 
     python3 .ci/bench-floors.py [PATH-TO-RELEASE-HERALD]
 
@@ -31,10 +31,11 @@ CHECKS = [
     ("pipeline", ["--count", "3000000", "--rounds", "5"],
      [("ratio_to_baseline", 0.8, 0.8), ("ratio_to_touch_only_loop", 0.6, 0.8)]),
     # HeraldClient's awaited sends against herald send from a file (issue 27's 1x): the floor
-    # catches the client adding real work per notification (resuming callers on the transport's
-    # thread cost 15%), not the 0.97-1.03 both sides swing by.
+    # catches the client adding real work per notification (a quarter or more), not the swing of
+    # this short form: 0.68, 0.97, 0.88, 0.77 in four runs of one binary on an idle machine
+    # (2026-11-28; CI's run that day measured 0.7 and 0.8 under a floor of 0.85).
     ("client", ["--count", "300000", "--callers", "3000", "--latency-sends", "5000"],
-     [("ratio_to_file", 0.85, 1.0)]),
+     [("ratio_to_file", 0.75, 1.0)]),
     # herald send on both cores against the same run pinned to one (issue 29's 1.7x; 1.56-1.94
     # by hand on 2 shared cores): the floor catches decoding falling back to one thread.
     ("send", ["--count", "1000000", "--rounds", "3", "--python", "none"],
@@ -59,7 +60,7 @@ def main():
     for bench, args, ratios in CHECKS:
         try:
             reports = [run(binary, bench, args)]
-            if any(reports[0][field] < floor for field, floor, _ in ratios):
+            while len(reports) < 3 and any(max(r[field] for r in reports) < floor for field, floor, _ in ratios):
                 reports.append(run(binary, bench, args))
             for field, floor, goal in ratios:
                 figures = [r[field] for r in reports]
