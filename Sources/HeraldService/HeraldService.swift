@@ -114,7 +114,7 @@ public final class HeraldService: Sendable {
     /// Requests taken (`herald_requests_total`), for the operator's page.
     let requestsTaken = StatusHistory.Count()
     /// UNIX milliseconds when the service was made.
-    let startedAt = StatusHistory.nowMilliseconds()
+    let startedAt = Duration.sinceEpochMilliseconds
     /// The totals every few seconds, for the operator's page's rates.
     let statusHistory: StatusHistory
 
@@ -150,7 +150,7 @@ public final class HeraldService: Sendable {
         pipeline = try makePipeline(intake.source, ledger, factory)
         statusHistory = StatusHistory(interval: configuration.statusInterval) { [outcomes, requestsTaken] in
             StatusHistory.Sample(
-                at: StatusHistory.nowMilliseconds(), outcomes: outcomes.counts, requests: requestsTaken.value,
+                at: Duration.sinceEpochMilliseconds, outcomes: outcomes.counts, requests: requestsTaken.value,
                 queueDepth: await intake.lastCountedDepth() ?? 0)
         }
         (intake as? MemoryIntake)?.queue.setBulkWindow((pipeline.transport as? any LaneWindowing)?.bulkWindow)

@@ -1,4 +1,3 @@
-import Foundation
 import DequeModule
 import HeraldCore
 import Metrics
@@ -61,7 +60,7 @@ public final class OutcomeIndex: OutcomeObserver {
     let counters: [Outcome.Kind: Counter]
     let metrics: any MetricsFactory
     /// `herald_outcome_reasons_total{outcome, reason}` by (kind, reason), made as reasons appear.
-    let reasonCounters = Mutex<[String: Counter]>([:])
+    let reasonCounters = Mutex<[ReasonKey: Counter]>([:])
     /// `herald_app_outcomes_total{app, outcome}` for the configured apps, each kind from the start.
     let appCounters: [String: [Outcome.Kind: Counter]]
 
@@ -108,6 +107,13 @@ public final class OutcomeIndex: OutcomeObserver {
             for r in records { if let app = r.app, appCounters[app] != nil { byApp[app, default: [:]][r.outcome.kind, default: 0] += 1 } }
             for (app, kinds) in byApp { for (k, n) in kinds { appCounters[app]?[k]?.increment(by: n) } }
         }
+        // Each record's reason label, made once: for the page's counts and failures and for the counters.
+        let labels = records.map { Self.reasonLabel($0.outcome) }
+        var reasons: [ReasonKey: Int] = [:]
+        for (r, label) in zip(records, labels) {
+            if let label { reasons[ReasonKey(outcome: r.outcome.kind, reason: label), default: 0] += 1 }
+        }
+        let now = Duration.sinceEpochMilliseconds
         state.withLock { s in
             for r in records {
                 s.records[r.sequence] = r
@@ -119,31 +125,23 @@ public final class OutcomeIndex: OutcomeObserver {
                 s.records[old] = nil
             }
             for (k, n) in kinds { s.counts[k, default: 0] += n }
-            let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-            for r in records {
+            for (key, n) in reasons { s.reasonCounts[key, default: 0] += n }
+            for (r, label) in zip(records, labels) {
                 if let app = r.app { s.appCounts[app, default: [:]][r.outcome.kind, default: 0] += 1 }
                 if case .rejected(let status) = r.outcome, status.meansDeadToken { s.deadTokens += 1 }
-                guard let label = Self.reasonLabel(r.outcome) else { continue }
-                s.reasonCounts[ReasonKey(outcome: r.outcome.kind, reason: label), default: 0] += 1
-                guard r.outcome.kind == .rejected || r.outcome.kind == .failed || r.outcome.kind == .dropped else { continue }
+                guard let label, r.outcome.kind == .rejected || r.outcome.kind == .failed || r.outcome.kind == .dropped else { continue }
                 s.recentFailures.append(
                     RecentFailure(sequence: r.sequence, outcome: r.outcome.kind, reason: label, token: r.token?.redacted, app: r.app, at: now))
                 if s.recentFailures.count > Self.recentFailureCount { s.recentFailures.removeFirst() }
             }
         }
-        var reasons: [String: (Outcome.Kind, String, Int)] = [:]
-        for r in records {
-            guard let label = Self.reasonLabel(r.outcome) else { continue }
-            let key = "\(r.outcome.kind.rawValue)|\(label)"
-            reasons[key, default: (r.outcome.kind, label, 0)].2 += 1
-        }
         guard !reasons.isEmpty else { return }
         let made = reasonCounters.withLock { cache in
-            reasons.map { key, v in
-                if let c = cache[key] { return (c, v.2) }
-                let c = Counter(label: "herald_outcome_reasons_total", dimensions: [("outcome", v.0.rawValue), ("reason", v.1)], factory: metrics)
+            reasons.map { key, n in
+                if let c = cache[key] { return (c, n) }
+                let c = Counter(label: "herald_outcome_reasons_total", dimensions: [("outcome", key.outcome.rawValue), ("reason", key.reason)], factory: metrics)
                 cache[key] = c
-                return (c, v.2)
+                return (c, n)
             }
         }
         for (c, n) in made { c.increment(by: n) }

@@ -60,7 +60,6 @@ final class StatusHistory: Service, Sendable {
 
     var all: [Sample] { samples.withLock { Array($0) } }
 
-    static func nowMilliseconds() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 }
 
 extension HeraldService {
@@ -82,7 +81,7 @@ extension HeraldService {
         }
 
         var doc = JSONLine()
-        doc.add("time", Int(StatusHistory.nowMilliseconds()))
+        doc.add("time", Int(Duration.sinceEpochMilliseconds))
         doc.add("startedAt", Int(startedAt))
         doc.add("health", health)
         doc.add("requests", requestsTaken.value)
