@@ -224,8 +224,12 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
                 // The leases of rows in the pipeline, and of outcomes not yet written.
                 try await queue.renewLeases(book.leases)
             } catch {
+                // Cancelled: the writer has written everything and renewing is over (a statement
+                // cut short then is not a problem to report).
+                if Task.isCancelled { return }
                 onProblem("\(error)")
             }
+            if Task.isCancelled { return }
             let undropped = book.takeUndropped()
             if !undropped.isEmpty { await drop(undropped, book: book, queue: queue, onProblem: onProblem) }
         }
@@ -240,6 +244,7 @@ func drop(_ leases: [Int64], book: LeaseBook, queue: PostgresQueue, onProblem: @
         try await queue.dropLeases(leases)
     } catch {
         book.dropFailed(leases)
-        onProblem("\(error); dropping them again with the next renewal")
+        // A drop cut short because the writer's renewal ended is not a problem to report.
+        if !Task.isCancelled { onProblem("\(error); dropping them again with the next renewal") }
     }
 }
