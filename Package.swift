@@ -43,6 +43,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Tracing (issue 31): the API every instrumented library shares, and its OTLP exporter. Only
+        // the OTLP/HTTP trait: the default's gRPC exporter would build grpc-swift for nothing.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // JSON: one writer (growable or fixed-capacity output), one parser and validator, JSON Lines reports.
@@ -171,12 +175,21 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        // A notification's spans (issue 31): from the W3C trace context it carries and the times it
+        // passed each hop, on any swift-distributed-tracing tracer. No exporter: the executable's.
+        .target(
+            name: "HeraldTracing",
+            dependencies: [
+                "HeraldCore",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]
+        ),
         // `herald serve`: the pipeline as a service with an HTTP API (issue 15).
         .target(
             name: "HeraldService",
             dependencies: [
                 // No transport and no queue: the intake and the transport's counters come through HeraldCore's protocols.
-                "HeraldJSON", "HeraldCore", "HeraldKit",
+                "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldTracing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -214,8 +227,10 @@ let package = Package(
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldBinary", "HeraldSimulator",
                 "HeraldOpenSSL", "HeraldGateway", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTesting", "HeraldKit", "HeraldStore", "HeraldRecorder",
-                "HeraldService", "HeraldPostgres", "HeraldClient",
+                "HeraldService", "HeraldPostgres", "HeraldClient", "HeraldTracing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // `herald bench serve --tracing`: the exporter's cost measured.
+                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -229,7 +244,10 @@ let package = Package(
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
                 "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService", "HeraldPostgres", "HeraldLocalization",
+                "HeraldTracing",
                 .product(name: "Logging", package: "swift-log"),
+                // Tracing's exporter, set up from the OTEL_* variables (off unless they ask for it).
+                .product(name: "OTel", package: "swift-otel"),
                 // Each long-running command's services in one ServiceGroup.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

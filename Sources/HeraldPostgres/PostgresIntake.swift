@@ -13,37 +13,44 @@ public final class PostgresIntake: NotificationIntake {
     public let queue: PostgresQueue
     /// Queued rows past which a batch is refused `full` (counted at most once a second).
     public let capacity: Int
-    let worker: (source: PostgresQueueSource, writer: QueueOutcomeWriter)
+    /// This service's worker: nil for an intake only (``init(queue:capacity:idempotencyWindow:worker:onProblem:)``).
+    let worker: (source: PostgresQueueSource, writer: QueueOutcomeWriter)?
     let closed = Atomic<Bool>(false)
     let counted = Mutex<(count: Int, at: ContinuousClock.Instant)?>(nil)
     let idempotencyWindow: Duration
 
+    let idle = IdleSource()
+
     /// `idempotencyWindow`: how long a key's batch is answered again; `onProblem` hears of a database away.
-    public init(queue: PostgresQueue, capacity: Int, idempotencyWindow: Duration, onProblem: @escaping @Sendable (String) -> Void) {
+    /// `worker`: whether this service's pipeline is one of the queue's workers (the default), or
+    /// the service only takes requests in and other processes (`herald work`) send them.
+    public init(queue: PostgresQueue, capacity: Int, idempotencyWindow: Duration, worker: Bool = true, onProblem: @escaping @Sendable (String) -> Void) {
         self.queue = queue
         self.capacity = capacity
         self.idempotencyWindow = idempotencyWindow
-        worker = queue.worker(drain: false, onProblem: onProblem)
+        self.worker = worker ? queue.worker(drain: false, onProblem: onProblem) : nil
     }
 
-    public var source: any NotificationSource { worker.source }
-    public var observers: [any OutcomeObserver] { [worker.writer] }
+    public var source: any NotificationSource { worker?.source ?? idle }
+    public var observers: [any OutcomeObserver] { worker.map { [$0.writer] } ?? [] }
     public var keepsText: Bool { true }
     public var isClosed: Bool { closed.load(ordering: .relaxed) }
 
     public func close() {
         closed.store(true, ordering: .relaxed)
-        worker.source.book.stopRequested.store(true, ordering: .releasing)
+        worker?.source.book.stopRequested.store(true, ordering: .releasing)
+        idle.stop.set()
     }
 
     public func notificationID(ofSequence sequence: UInt64) -> UInt64? {
-        worker.writer.rowID(of: sequence).map { UInt64(clamping: $0) }
+        worker?.writer.rowID(of: sequence).map { UInt64(clamping: $0) }
     }
 
-    public func pipelineStarting() { worker.writer.start() }
+    public func pipelineStarting() { worker?.writer.start() }
 
     public func pipelineStopped(ledger: OutcomeLedger, reason: OutcomeReason) async -> String? {
-        let report = await worker.writer.finish()
+        guard let writer = worker?.writer else { return nil }
+        let report = await writer.finish()
         return "queue: \(report.written) outcomes written back, \(report.notWritten) not written, \(report.leaseLost) taken over by another worker"
     }
 
@@ -145,5 +152,17 @@ extension PostgresQueue.Row {
         var record = OutcomeRecord(sequence: id, line: nil, id: nil, token: nil, outcome: outcome, apnsID: apnsID)
         record.possibleDuplicate = possibleDuplicate
         return record
+    }
+}
+
+/// The source of a service that only takes requests into the queue (``PostgresIntake`` without a
+/// worker): it emits nothing and returns once the intake closes (or the pipeline stops).
+final class IdleSource: NotificationSource {
+    let stop = StopSignal()
+    var lineKey: StaticString { "row" }
+    func produce(into sink: SourceSink) async throws {
+        while !sink.isStopping && !stop.isSet && !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HeraldCore
 import HeraldJSON
 import HeraldKit
+import HeraldTracing
 import Hummingbird
 import Logging
 import Metrics
@@ -45,11 +46,19 @@ public struct ServiceConfiguration: Sendable {
     public var apps: [String] = []
     /// How often the operator's page's history takes the service's totals (`statusSeconds`; it keeps 120).
     public var statusInterval: Duration = .seconds(5)
+    /// Traces (issue 31) on swift-distributed-tracing's global tracer, which the process set up
+    /// (`herald serve` does from the `OTEL_*` variables): a span per HTTP request, its trace
+    /// context (or a request's own `traceparent`) carried by each notification it takes, and
+    /// each notification's spans (`HeraldTracing`'s `NotificationSpans`). Off by default.
+    public var tracing = false
+    /// With a queue: whether this service's pipeline also sends what it queues (`worker`, the
+    /// default), or only takes requests in for other processes (`herald work`) to send.
+    public var worker = true
     public init() {}
 
     /// Reads the `serve` node: `host`, `port`, `apiTokensFile` (one per line) or
     /// `apiTokensEnv` (comma-separated), `maxBodyMiB`, `queue`, `scheduled`, `keepOutcomes`, `idleTimeoutSeconds`, `headerTimeoutSeconds`,
-    /// `idempotencyHours`, `idempotencyKeys`, `statusSeconds`.
+    /// `idempotencyHours`, `idempotencyKeys`, `statusSeconds`, `worker`.
     public static func load(_ node: ConfigNode) throws(ConfigError) -> ServiceConfiguration {
         var c = ServiceConfiguration()
         c.host = try node.string("host") ?? c.host
@@ -63,6 +72,7 @@ public struct ServiceConfiguration: Sendable {
         if let h = try node.int("idempotencyHours", in: 1...720) { c.idempotencyWindow = .seconds(h * 3600) }
         c.idempotencyKeys = try node.int("idempotencyKeys", in: 1...100_000_000) ?? c.idempotencyKeys
         if let s = try node.int("statusSeconds", in: 1...60) { c.statusInterval = .seconds(s) }
+        c.worker = try node.bool("worker") ?? c.worker
         let secret = try node.secret(fileKey: "apiTokensFile", environmentKey: "apiTokensEnv")
         switch secret?.source {
         case .file?: c.apiTokens = secret!.text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -143,7 +153,10 @@ public final class HeraldService: Sendable {
                 lineKey: intake.source.lineKey)
         }
         // The intake's observers come last: observers before them can still map sequence numbers to ids.
-        ledger = OutcomeLedger(observers: [outcomes] + observers + (webhook.map { [$0] } ?? []) + intake.observers)
+        let book = configuration.tracing ? TraceBook() : nil
+        let spans: [any OutcomeObserver] = book.map { [NotificationSpans(book: $0)] } ?? []
+        ledger = OutcomeLedger(
+            observers: [outcomes] + spans + observers + (webhook.map { [$0] } ?? []) + intake.observers, traceBook: book)
         metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
@@ -244,6 +257,9 @@ public final class HeraldService: Sendable {
         .flatMap { try? Data(contentsOf: $0) }.map { Array($0) }
 
     func addRoutes(to router: Router<BasicRequestContext>) {
+        // First: its span covers the whole request, and the handlers run in it (a POST's
+        // notifications carry its trace context). No header is recorded (Authorization is one).
+        if configuration.tracing { router.add(middleware: TracingMiddleware()) }
         router.add(middleware: HTTPMetrics(factory: metricsFactory))
         router.add(middleware: MethodGuard())
         // HEAD wherever GET is (RFC 9110, 9.3.2): the same handler; MethodGuard drops the body.

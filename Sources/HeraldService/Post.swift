@@ -1,5 +1,6 @@
 import HeraldCore
 import HeraldJSON
+import HeraldTracing
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -33,7 +34,13 @@ extension HeraldService {
         if parsed.requests.isEmpty {
             return Self.json(.badRequest, parsed.report(ids: nil, error: parsed.refusal))
         }
-        let batch = IntakeBatch(requests: parsed.requests.map(\.request), texts: parsed.texts)
+        var batch = IntakeBatch(requests: parsed.requests.map(\.request), texts: parsed.texts)
+        // Traced: each notification carries this request's span (a child of the caller's
+        // `traceparent`) unless it has a trace of its own. Only a sampled one: the notification's
+        // spans follow its parent's choice, so an unsampled trace would be noted for nothing.
+        if configuration.tracing, let trace = NotificationTrace.current(), trace.isSampled {
+            batch.join(trace, enqueuedAt: Duration.sinceEpochMilliseconds)
+        }
         switch await intake.submit(batch, key: key) {
         case .accepted(let ids, let replayed):
             if replayed { return Self.replayed(parsed.report { Int(clamping: ids[$0]) }) }

@@ -19,8 +19,12 @@ struct LogOptions: ParsableArguments {
     /// A logger writing to standard error in the chosen format, at the chosen level.
     func logger(label: String = "herald") -> Logger {
         let format = logFormat
+        // Traced (OTEL_TRACES_EXPORTER): a line written inside a span names its trace and span.
+        let provider = TracingSetup.logMetadata()
         var logger = Logger(label: label) { label in
-            format == .json ? JSONLogHandler(label: label) as any LogHandler : StreamLogHandler.standardError(label: label)
+            format == .json
+                ? JSONLogHandler(label: label, metadataProvider: provider) as any LogHandler
+                : StreamLogHandler.standardError(label: label, metadataProvider: provider)
         }
         logger.logLevel = logLevel
         return logger
@@ -34,6 +38,7 @@ struct JSONLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level = .info
     var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
@@ -50,7 +55,9 @@ struct JSONLogHandler: LogHandler {
         w.string(label)
         w.raw(",\"message\":")
         w.string(event.message.description)
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        var all = metadata
+        if let provided = metadataProvider?.get() { all.merge(provided) { $1 } }
+        all.merge(event.metadata ?? [:]) { $1 }
         if !all.isEmpty {
             w.raw(",\"metadata\":{")
             var first = true

@@ -91,6 +91,8 @@ struct WorkCommand: AsyncParsableCommand {
     func run() async throws {
         await SignalledServiceGroup.trapSignalsEarly()
         var configuration = try loadConfiguration(config)
+        // One file may serve `herald serve` and its workers: the serve section is the service's.
+        _ = configuration.root.has("serve")
         // The table holds the outcomes; the JSON Lines stream is only written when asked for.
         if let outcomes { configuration.outcomes = outcomes } else if configuration.outcomesFile == nil { configuration.outcomes = "/dev/null" }
         let logger = logs.logger()

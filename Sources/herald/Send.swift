@@ -3,6 +3,7 @@ import ArgumentParser
 import HeraldBinary
 import HeraldCore
 import HeraldKit
+import HeraldTracing
 import Logging
 import ServiceLifecycle
 import HeraldService
@@ -138,7 +139,12 @@ struct Send: AsyncParsableCommand {
         } catch {
             throw SetupError("\(error)")
         }
-        let ledger = OutcomeLedger(observers: [writer] + observers)
+        // Traced notifications' spans (OTEL_TRACES_EXPORTER): the exporter stops last (first in the group).
+        let tracing: TracingSetup?
+        do { tracing = try TracingSetup.fromEnvironment(logger: logger) } catch { throw error as? SetupError ?? SetupError("\(error)") }
+        let services = (tracing.map { [$0.service] } ?? []) + services
+        let book = tracing.map { _ in TraceBook() }
+        let ledger = OutcomeLedger(observers: [writer] + (book.map { [NotificationSpans(book: $0)] } ?? []) + observers, traceBook: book)
         let pipeline: Pipeline
         let transport: any Transport
         let assembly: HeraldAssembly

@@ -44,6 +44,8 @@ struct ServeCommand: AsyncParsableCommand {
         let service: HeraldService
         let writer: OutcomeWriter?
         let logger = logs.logger()
+        // Traces (OTEL_TRACES_EXPORTER): the exporter runs in the service's group, first (it stops last).
+        let tracing = try TracingSetup.fromEnvironment(logger: logger)
         // With a queue section: requests become rows of the PostgreSQL queue, and this service is one of its workers.
         let queue = configuration.root.has("queue") ? try await openQueue(config, configuration: configuration, logger: logs.logger(label: "herald.postgres")) : nil
         var tokens: PostgresTokenStore?
@@ -58,12 +60,16 @@ struct ServeCommand: AsyncParsableCommand {
             serve = try ServiceConfiguration.load(try configuration.root.child("serve"))
             serve.apps = configuration.apps.map(\.name)
             if let port { serve.port = port }
+            serve.tracing = tracing != nil
             if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
             Self.warnAboutExposure(serve)
             let assembly = try HeraldAssembly.configured(configuration, logger: logger, tokenStore: tokens)
             // With the queue, accepted requests become its rows and this service's pipeline is one of its workers.
-            let intake = queue.map { queue in
-                PostgresIntake(queue: queue, capacity: serve.queueCapacity, idempotencyWindow: serve.idempotencyWindow) { [logger] problem in
+            if !serve.worker && queue == nil {
+                throw SetupError("\(config): serve.worker false leaves the requests to other workers: that needs a queue section")
+            }
+            let intake = queue.map { [serve] queue in
+                PostgresIntake(queue: queue, capacity: serve.queueCapacity, idempotencyWindow: serve.idempotencyWindow, worker: serve.worker) { [logger] problem in
                     logger.error("\(problem)")
                 }
             }
@@ -84,7 +90,7 @@ struct ServeCommand: AsyncParsableCommand {
         let snapshot: LedgerSnapshot
         // The queue and the token store run in the service's group: they stop after the pipeline and
         // the HTTP server (what the store still holds is written, then the pool closes), also on an error.
-        let lifecycles: [any Service] = (queue.map { [$0] } ?? []) + (tokens.map { [$0] } ?? [])
+        let lifecycles: [any Service] = (tracing.map { [$0.service] } ?? []) + (queue.map { [$0] } ?? []) + (tokens.map { [$0] } ?? [])
         snapshot = try await service.run(services: lifecycles) { port in
             var ready = JSONLine()
             ready.add("host", host)

@@ -13,7 +13,7 @@ struct ArchitectureTests {
         "binary": "HeraldBinary", "simulator": "HeraldSimulator", "OpenSSL": "HeraldOpenSSL", "gateway": "HeraldGateway",
         "HTTP/2": "HeraldHTTP2", "HTTP/2 transport": "HeraldHTTP2Transport", "testing": "HeraldTesting", "recorder": "HeraldRecorder",
         "store": "HeraldStore", "kit": "HeraldKit", "client": "HeraldClient", "service": "HeraldService", "postgres": "HeraldPostgres",
-        "benchmarks": "HeraldBenchmarks",
+        "benchmarks": "HeraldBenchmarks", "tracing": "HeraldTracing",
     ]
 
     static var document: String {

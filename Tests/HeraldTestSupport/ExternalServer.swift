@@ -16,10 +16,11 @@ public final class ExternalServer: @unchecked Sendable {
     public var processIdentifier: Int32 { process.processIdentifier }
 
     /// Blocks until the server prints its first line: from a task, call ``start(_:_:)``.
-    init(_ executable: String, _ arguments: [String]) throws {
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         input = Pipe()
         output = Pipe()
         process.standardInput = input
@@ -43,8 +44,9 @@ public final class ExternalServer: @unchecked Sendable {
     }
 
     /// Starts the server from a task: waiting for its first line happens on a thread of its own.
-    public static func start(_ executable: String, _ arguments: [String]) async throws -> ExternalServer {
-        try await offPool { try ExternalServer(executable, arguments) }
+    /// `environment`: variables set for the server, over this process's.
+    public static func start(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> ExternalServer {
+        try await offPool { try ExternalServer(executable, arguments, environment: environment) }
     }
 
     /// `stop` from a task: the wait for the server's end happens on a thread of its own.

@@ -35,13 +35,18 @@ public struct HeraldExecutableMissing: Error, CustomStringConvertible {
 /// Runs the built `herald` with `arguments` and returns its exit status, standard output and standard error.
 /// With `timeout`, a run still going after that many seconds is killed (a test expecting the
 /// program to refuse to start then fails instead of waiting forever).
-public func runHeraldBlocking(_ arguments: [String], timeout: Double? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
-    try runProcessBlocking(try heraldExecutable(), arguments, timeout: timeout)
+public func runHeraldBlocking(
+    _ arguments: [String], timeout: Double? = nil, environment: [String: String] = [:]
+) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runProcessBlocking(try heraldExecutable(), arguments, timeout: timeout, environment: environment)
 }
 
-/// `runHerald` from a task: the wait happens on a thread of its own (`offPool`).
-public func runHerald(_ arguments: [String], timeout: Double? = nil) async throws -> (status: Int32, stdout: String, stderr: String) {
-    try await offPool { try runHeraldBlocking(arguments, timeout: timeout) }
+/// `runHerald` from a task: the wait happens on a thread of its own (`offPool`). `environment`:
+/// variables set for the run, over this process's.
+public func runHerald(
+    _ arguments: [String], timeout: Double? = nil, environment: [String: String] = [:]
+) async throws -> (status: Int32, stdout: String, stderr: String) {
+    try await offPool { try runHeraldBlocking(arguments, timeout: timeout, environment: environment) }
 }
 
 /// `runProcess` from a task: the wait happens on a thread of its own (`offPool`).
@@ -51,10 +56,13 @@ public func runProcess(_ executable: URL, _ arguments: [String]) async throws ->
 
 /// Runs `executable` with `arguments` and returns its exit status, standard output and standard error.
 /// It blocks its thread until the program ends: from a task, call `runProcess`.
-public func runProcessBlocking(_ executable: URL, _ arguments: [String], timeout: Double? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+public func runProcessBlocking(
+    _ executable: URL, _ arguments: [String], timeout: Double? = nil, environment: [String: String] = [:]
+) throws -> (status: Int32, stdout: String, stderr: String) {
     let p = Process()
     p.executableURL = executable
     p.arguments = arguments
+    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     let out = Pipe(), err = Pipe()
     p.standardOutput = out
     p.standardError = err

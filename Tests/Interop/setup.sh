@@ -3,7 +3,7 @@
 # apns3 (apns3_client.py), h2 and cryptography (h2_client.py) and proxy.py
 # (the HTTPS proxy of HTTP2ProxyTests), prometheus_client (serve_client.py) and
 # schemathesis (herald serve against its OpenAPI document) and orjson
-# (herald bench send's baseline) and Babel (CLDR's plural rules: the data
+# (herald bench send's baseline), opentelemetry-proto (otlp_receiver.py) and Babel (CLDR's plural rules: the data
 # Sources/HeraldLocalization/CLDR/generate.py reads and the evaluator
 # PluralRulesBabelTests compares with) in it, and
 # print the path of its python on stdout (nothing else goes to stdout).
@@ -28,6 +28,8 @@ PROMETHEUS_SPEC="prometheus_client>=0.17"
 SCHEMATHESIS_SPEC="schemathesis>=4.3,<5"
 # orjson: herald bench send's baseline (parse-only of the same lines, issue 29).
 ORJSON_SPEC="orjson>=3.9"
+# opentelemetry-proto: the OTLP messages otlp_receiver.py decodes herald's exported spans with (TracingTests).
+OTLP_PROTO_SPEC="opentelemetry-proto>=1.20,<2"
 # Babel: pinned, since the generated PluralRules+CLDR.swift is checked against its CLDR data.
 BABEL_SPEC="Babel==2.19.0"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -56,7 +58,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import schemathesis
 import orjson
 import babel
-assert babel.__version__ == "2.19.0"'
+assert babel.__version__ == "2.19.0"
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2'
 
 ready() {
     [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" >/dev/null 2>&1
@@ -84,9 +87,9 @@ if ! ready; then
         "$python" -m venv "$venv" >&2 \
             || fail "'$python -m venv $venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" "$SCHEMATHESIS_SPEC" "$ORJSON_SPEC" "$BABEL_SPEC" >&2 \
-        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC $SCHEMATHESIS_SPEC $ORJSON_SPEC $BABEL_SPEC' into $venv failed (is PyPI reachable?)"
-    ready || fail "apns3, h2, cryptography, proxy.py, prometheus_client, schemathesis, orjson or Babel $BABEL_SPEC does not import in $venv after installing them"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$APNS3_SPEC" "${H2_SPECS[@]}" "$PROXY_SPEC" "$PROMETHEUS_SPEC" "$SCHEMATHESIS_SPEC" "$ORJSON_SPEC" "$BABEL_SPEC" "$OTLP_PROTO_SPEC" >&2 \
+        || fail "'pip install $APNS3_SPEC ${H2_SPECS[*]} $PROXY_SPEC $PROMETHEUS_SPEC $SCHEMATHESIS_SPEC $ORJSON_SPEC $BABEL_SPEC $OTLP_PROTO_SPEC' into $venv failed (is PyPI reachable?)"
+    ready || fail "apns3, h2, cryptography, proxy.py, prometheus_client, schemathesis, orjson, Babel $BABEL_SPEC or opentelemetry-proto does not import in $venv after installing them"
 fi
 
 echo "$venv/bin/python"

@@ -39,6 +39,7 @@ public struct NotificationRequest: Sendable, Hashable {
         @usableFromInline var channelID: String?
         @usableFromInline var app: String?
         @usableFromInline var sendAt: Int64?
+        @usableFromInline var trace: NotificationTrace?
         @usableFromInline init() {}
     }
 
@@ -59,6 +60,9 @@ public struct NotificationRequest: Sendable, Hashable {
     /// it now. It waits until then where it was taken in: `herald serve`'s and `HeraldClient`'s
     /// memory, or the PostgreSQL queue.
     @inlinable public var sendAt: Int64? { get { headers.storage?.value.sendAt } set { if newValue != nil || headers.storage != nil { headers.value.sendAt = newValue } } }
+    /// The trace it belongs to (the request's `traceparent` and `enqueued-at`): its spans continue
+    /// that trace where a tracer is set up (``NotificationTrace``); `nil` for an untraced request.
+    @inlinable public var trace: NotificationTrace? { get { headers.storage?.value.trace } set { if newValue != nil || headers.storage != nil { headers.value.trace = newValue } } }
     /// Whether this is a broadcast push to a channel rather than a push to one device.
     @inlinable public var isBroadcast: Bool { headers.storage?.value.channelID != nil }
 

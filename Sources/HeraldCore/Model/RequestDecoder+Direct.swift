@@ -19,7 +19,8 @@ import Darwin
 extension RequestDecoder {
     /// Top-level keys the direct path reads, one bit each (a repeat gives up).
     enum DirectKey: UInt8 {
-        case token, id, topic, app, lane, alert, badge, sound, priority, expiry, language, threadID, category, contentAvailable, mutableContent, custom
+        case token, id, topic, app, lane, alert, badge, sound, priority, expiry, language, threadID, category, contentAvailable, mutableContent, custom,
+            traceparent, enqueuedAt
 
         init?(_ k: UnsafeRawBufferPointer) {
             switch k.count {
@@ -37,6 +38,8 @@ extension RequestDecoder {
             case 8 where equal(k, "language"): self = .language
             case 8 where equal(k, "category"): self = .category
             case 9 where equal(k, "thread-id"): self = .threadID
+            case 11 where equal(k, "traceparent"): self = .traceparent
+            case 11 where equal(k, "enqueued-at"): self = .enqueuedAt
             case 15 where equal(k, "mutable-content"): self = .mutableContent
             case 17 where equal(k, "content-available"): self = .contentAvailable
             default: return nil
@@ -71,6 +74,7 @@ extension RequestDecoder {
         guard p.consume(UInt8(ascii: "{")) else { return nil }
         var r = NotificationRequest(token: DeviceToken(copying: UnsafeRawBufferPointer(start: nil, count: 0)))
         var seen: UInt32 = 0
+        var enqueuedAt: Int64?
         repeat {
             guard let key = Self.directKey(&p, &seen, DirectKey.init) else { return nil }
             switch key {
@@ -119,6 +123,12 @@ extension RequestDecoder {
             case .custom:
                 guard p.peek() == UInt8(ascii: "{"), case .object(let c)? = p.value(depth: 1) else { return nil }
                 r.custom = c
+            case .traceparent:
+                guard let s = p.string(), let trace = NotificationTrace(traceparent: s) else { return nil }
+                r.trace = trace
+            case .enqueuedAt:
+                guard let n = p.integer(), n >= 0 else { return nil }
+                enqueuedAt = Int64(n)
             case .alert:
                 if p.peek() == UInt8(ascii: "{") {
                     guard let alert = Self.directAlert(&p) else { return nil }
@@ -130,6 +140,11 @@ extension RequestDecoder {
             }
         } while p.consume(UInt8(ascii: ","))
         guard p.consume(UInt8(ascii: "}")), p.atEnd(), seen & (1 << DirectKey.token.rawValue) != 0 else { return nil }
+        if let enqueuedAt {
+            // Without a traceparent the tree says what is wrong.
+            guard r.trace != nil else { return nil }
+            r.trace?.enqueuedAt = enqueuedAt
+        }
         return r
     }
 

@@ -40,6 +40,7 @@ public struct RequestDecoder: Sendable {
             do { token = try DeviceToken(hex: hex) } catch { throw RequestError("\"token\": \(error)") }
             r = NotificationRequest(token: token)
         }
+        var enqueuedAt: Int64?
         for (key, v) in o {
             switch key {
             case "token", "channel-id": break
@@ -55,6 +56,15 @@ public struct RequestDecoder: Sendable {
                 r.lane = lane
             case "language": r.language = try string(v, key)
             case "send-at": r.sendAt = try Self.sendAt(v)
+            case "traceparent":
+                let text = try string(v, key)
+                guard let trace = NotificationTrace(traceparent: text) else {
+                    throw RequestError("\"traceparent\" must be a W3C trace context: version-traceid-parentid-flags in lowercase hex, such as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+                }
+                r.trace = trace
+            case "enqueued-at":
+                guard let n = v.numberValue?.intValue, n >= 0 else { throw RequestError("\"enqueued-at\" must be epoch milliseconds") }
+                enqueuedAt = Int64(n)
             case "expiry":
                 guard let n = v.numberValue?.intValue, n >= 0, n <= Int(UInt32.max) else {
                     throw RequestError("\"expiry\" must be UNIX seconds (0 to \(UInt32.max))")
@@ -94,8 +104,15 @@ public struct RequestDecoder: Sendable {
                 try decodeAPSKey(key, v, into: &r.aps, context: "")
             }
         }
+        if let enqueuedAt {
+            guard r.trace != nil else { throw RequestError("\"enqueued-at\" is the start of a traced request's queue wait: it needs a \"traceparent\"") }
+            r.trace?.enqueuedAt = enqueuedAt
+        }
         if r.rawPayload != nil {
-            let structured = o.keys.filter { !["token", "channel-id", "id", "topic", "app", "lane", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id", "send-at"].contains($0) }
+            let structured = o.keys.filter {
+                !["token", "channel-id", "id", "topic", "app", "lane", "language", "expiry", "priority", "payload", "push-type", "collapse-id", "apns-id", "send-at",
+                  "traceparent", "enqueued-at"].contains($0)
+            }
             if !structured.isEmpty {
                 throw RequestError("\"payload\" (raw form) cannot be combined with \(structured.map { "\"\($0)\"" }.joined(separator: ", "))")
             }

@@ -40,9 +40,13 @@ public final class OutcomeLedger: Sendable {
     let observers: Mutex<Observers>
     public let tracksIdentity: Bool
 
-    public init(tracksIdentity: Bool = true, observers: [any OutcomeObserver] = []) {
+    /// Where a pipeline recording here notes its traced requests' way (``TraceBook``); nil: not noted.
+    public let traceBook: TraceBook?
+
+    public init(tracksIdentity: Bool = true, observers: [any OutcomeObserver] = [], traceBook: TraceBook? = nil) {
         self.tracksIdentity = tracksIdentity
         self.observers = Mutex(Observers(list: observers))
+        self.traceBook = traceBook
     }
 
     /// Adds an observer for records decided from now on.

@@ -15,6 +15,14 @@ extension NamedStage {
     /// Whether the stage may run on several batches at once (``ConcurrentStage``).
     public var isConcurrent: Bool { stage is any ConcurrentStage }
 
+    /// ``run(_:)``, noting the stage's time in `book` for the batch's traced requests.
+    func run(_ batch: inout [Envelope], noting book: TraceBook?) async {
+        guard let book, !book.isEmpty else { return await run(&batch) }
+        let start = Duration.sinceEpochNanoseconds
+        await run(&batch)
+        book.ran(name, batch, from: start, to: Duration.sinceEpochNanoseconds)
+    }
+
     /// Runs the stage over a batch; if it throws, every undecided envelope of
     /// the batch fails, naming the stage.
     public func run(_ batch: inout [Envelope]) async {
@@ -114,11 +122,11 @@ actor StageRunner {
             }
             if let instruments {
                 let start = ContinuousClock.now, count = batch.count
-                await named.run(&batch)
+                await named.run(&batch, noting: ledger.traceBook)
                 Pipeline.settleDecided(&batch, ledger: ledger)
                 instruments.batch(in: count, decided: count - batch.count, since: start)
             } else {
-                await named.run(&batch)
+                await named.run(&batch, noting: ledger.traceBook)
                 Pipeline.settleDecided(&batch, ledger: ledger)
             }
             // Abandoned while the stage ran (a cut-short wait): what it did not decide ends here too.
@@ -179,9 +187,9 @@ final class ConcurrentRowRunner: Sendable {
             }
             output.close()
         }
-        let stages = self.stages, instruments = self.instruments, abandonment = self.abandonment
+        let stages = self.stages, instruments = self.instruments, abandonment = self.abandonment, book = ledger.traceBook
         while let batch = await input.receive() {
-            _ = await ordered.send(Task { await Self.process(batch, stages: stages, instruments: instruments, abandonment: abandonment) })
+            _ = await ordered.send(Task { await Self.process(batch, stages: stages, instruments: instruments, abandonment: abandonment, book: book) })
         }
         ordered.close()
         await forwarder.value
@@ -189,17 +197,18 @@ final class ConcurrentRowRunner: Sendable {
 
     /// One batch through the row; abandoned (a second signal), what is undecided fails with the reason.
     static func process(
-        _ batch: consuming [Envelope], stages: [NamedStage], instruments: [PipelineMetrics.StageInstruments?], abandonment: Abandonment
+        _ batch: consuming [Envelope], stages: [NamedStage], instruments: [PipelineMetrics.StageInstruments?], abandonment: Abandonment,
+        book: TraceBook? = nil
     ) async -> [Envelope] {
         var batch = batch
         for (k, named) in stages.enumerated() {
             if abandonment.reason != nil { break }
             if let instrument = instruments[k] {
                 let start = ContinuousClock.now, undecided = batch.count { $0.outcome == nil }
-                await named.run(&batch)
+                await named.run(&batch, noting: book)
                 instrument.batch(in: undecided, decided: undecided - batch.count { $0.outcome == nil }, since: start)
             } else {
-                await named.run(&batch)
+                await named.run(&batch, noting: book)
             }
         }
         if let reason = abandonment.reason { StageRunner.markAbandoned(&batch, reason) }
@@ -225,6 +234,7 @@ actor TransportRunner {
         while let batch = await input.receive() {
             await ledger.waitForObserverRoom()
             metrics?.handed(batch)
+            if let book = ledger.traceBook, !book.isEmpty { book.handed(batch) }
             let start = instruments == nil ? nil : ContinuousClock.now
             do {
                 try await transport.send(batch, outcomes: ledger)

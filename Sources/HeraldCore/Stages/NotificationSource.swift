@@ -150,6 +150,7 @@ public final class SourceSink {
         let batch = batch
         ledger.enter(batch.lazy.map(\.sequence), count: batch.count)
         latency?.entered(batch)
+        ledger.traceBook?.entered(batch)
         // Outcomes the observers have not caught up with are bounded: a slow observer slows the source.
         await ledger.waitForObserverRoom()
         // Consumed, so the first stage owns the batch alone and mutates it in place.

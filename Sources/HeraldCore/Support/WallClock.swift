@@ -18,3 +18,11 @@ extension Duration {
         return s * 1_000 + attos / 1_000_000_000_000_000
     }
 }
+
+extension Duration {
+    /// ``sinceEpoch`` in nanoseconds (what a span's start and end count).
+    package static var sinceEpochNanoseconds: Int64 {
+        let (s, attos) = sinceEpoch.components
+        return s &* 1_000_000_000 &+ attos / 1_000_000_000
+    }
+}

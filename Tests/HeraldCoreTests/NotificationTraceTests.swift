@@ -1,0 +1,127 @@
+@testable import HeraldCore
+import Synchronization
+import Testing
+
+@Suite("A notification's trace: the traceparent it carries, its request-line keys, and the pipeline's notes of its way (issue 31)")
+struct NotificationTraceTests {
+    static let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    @Test("W3C Trace Context's traceparent: valid values taken, the rest refused", arguments: [
+        (parent, true),
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", true),
+        // A later version may add fields after a dash; version 00 may not.
+        ("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", true),
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", false),
+        ("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false),
+        ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", false),
+        ("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", false),
+        ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", false),
+        ("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", false),
+        ("00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false),
+        ("", false),
+    ])
+    func validation(text: String, valid: Bool) {
+        #expect((NotificationTrace(traceparent: text) != nil) == valid, "\(text)")
+    }
+
+    @Test("its fields: trace id, parent id, the sampled flag")
+    func fields() throws {
+        let t = try #require(NotificationTrace(traceparent: Self.parent))
+        #expect(t.traceID == "4bf92f3577b34da6a3ce929d0e0e4736" && t.parentID == "00f067aa0ba902b7" && t.isSampled)
+        #expect(NotificationTrace(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-02")?.isSampled == false)
+    }
+
+    @Test("request lines: traceparent and enqueued-at in either order, the direct path and the tree alike; bad values named")
+    func decoding() throws {
+        let decoder = RequestDecoder()
+        let token = String(repeating: "ab", count: 32)
+        for line in [
+            #"{"token":"\#(token)","alert":"hi","traceparent":"\#(Self.parent)","enqueued-at":1795850496374}"#,
+            #"{"enqueued-at":1795850496374,"traceparent":"\#(Self.parent)","token":"\#(token)","alert":"hi"}"#,
+        ] {
+            let direct = try #require(line.utf8CString.withUnsafeBytes { decoder.decodeDirect(UnsafeRawBufferPointer(rebasing: $0.dropLast())) })
+            let tree = try line.utf8CString.withUnsafeBytes { try decoder.decodeTree(line: UnsafeRawBufferPointer(rebasing: $0.dropLast())) }
+            #expect(direct == tree)
+            #expect(direct.trace?.traceparent == Self.parent && direct.trace?.enqueuedAt == 1_795_850_496_374)
+        }
+        func error(_ line: String) -> String? {
+            do {
+                _ = try line.utf8CString.withUnsafeBytes { try decoder.decode(line: UnsafeRawBufferPointer(rebasing: $0.dropLast())) }
+                return nil
+            } catch let e as RequestError { return e.message } catch { return "\(error)" }
+        }
+        #expect(error(#"{"token":"\#(token)","traceparent":"00-abc"}"#)?.contains("\"traceparent\" must be a W3C trace context") == true)
+        #expect(error(#"{"token":"\#(token)","enqueued-at":12}"#)?.contains("needs a \"traceparent\"") == true)
+        #expect(error(#"{"token":"\#(token)","traceparent":"\#(Self.parent)","enqueued-at":"soon"}"#)?.contains("epoch milliseconds") == true)
+        // With a raw payload, too.
+        #expect(error(#"{"token":"\#(token)","payload":{"aps":{"alert":"x"}},"traceparent":"\#(Self.parent)"}"#) == nil)
+    }
+
+    @Test("an intake's texts: the keys written first, byte for byte, and only those the request lacks")
+    func written() throws {
+        var t = try #require(NotificationTrace(traceparent: Self.parent))
+        #expect(t.written(into: #"{"token":"ab"}"#) == #"{"traceparent":"\#(Self.parent)","token":"ab"}"#)
+        t.enqueuedAt = 5
+        #expect(t.written(into: #" { "token":"ab"}"#) == #" {"traceparent":"\#(Self.parent)","enqueued-at":5, "token":"ab"}"#)
+        #expect(t.written(into: "{ }") == #"{"traceparent":"\#(Self.parent)","enqueued-at":5 }"#)
+        #expect(t.written(into: #"{"a":1}"#, parent: false) == #"{"enqueued-at":5,"a":1}"#)
+        #expect(t.written(into: #"{"a":1}"#, parent: false, queued: false) == #"{"a":1}"#)
+
+        let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        let plain = request(1)
+        var owned = request(2)
+        owned.trace = NotificationTrace(traceparent: own)
+        var batch = IntakeBatch(requests: [plain, owned], texts: [#"{"id":1}"#, #"{"id":2,"traceparent":"\#(own)"}"#])
+        batch.join(t, enqueuedAt: 9)
+        #expect(batch.requests[0].trace?.traceparent == Self.parent && batch.requests[0].trace?.enqueuedAt == 5, "the intake's trace, with its own time")
+        #expect(batch.requests[1].trace?.traceparent == own && batch.requests[1].trace?.enqueuedAt == 9)
+        #expect(batch.texts == [#"{"traceparent":"\#(Self.parent)","enqueued-at":5,"id":1}"#, #"{"enqueued-at":9,"id":2,"traceparent":"\#(own)"}"#])
+    }
+
+    @Test("the trace book: each traced request's entry, its stages' times and the transport's taking it, handed over once with its outcome; untraced ones are not noted; bounded")
+    func book() async throws {
+        let book = TraceBook(capacity: 150)
+        let ledger = OutcomeLedger(traceBook: book)
+        let box = TakenBox()
+        ledger.addObserver(BoxTaker(book, box))
+        let trace = try #require(NotificationTrace(traceparent: Self.parent))
+        let requests = (0..<1000).map { k -> NotificationRequest in
+            var r = request(UInt32(k))
+            if k % 5 == 0 { r.trace = trace }
+            return r
+        }
+        let before = Duration.sinceEpochNanoseconds
+        let pipeline = Pipeline(
+            source: InMemorySource(requests), stages: [NamedStage("a", PipelineTests.Touch()), NamedStage("b", PipelineTests.Touch())],
+            transport: RecordingTransport(), ledger: ledger, options: PipelineOptions(batchSize: 50, bufferedBatches: 1, threads: 1))
+        let snapshot = try await pipeline.run()
+        #expect(snapshot.accepted == 1000)
+        let got = box.all
+        // 200 traced, at most 150 in flight: some may not have been noted; none twice, none untraced.
+        #expect(got.count + book.overflowed == 200 && book.inFlight == 0)
+        #expect(Set(got.map(\.0.sequence)).count == got.count && got.allSatisfy { $0.0.id! % 5 == 0 })
+        for (_, p) in got {
+            #expect(p.steps.map(\.stage) == ["a", "b"] && p.trace == trace && p.entered >= before)
+            #expect(p.steps.allSatisfy { $0.start >= p.entered && $0.end >= $0.start } && (p.handed ?? 0) >= p.steps.last!.end)
+        }
+    }
+}
+
+/// What ``BoxTaker`` took.
+final class TakenBox: Sendable {
+    let taken = Mutex<[(OutcomeRecord, TraceBook.Passage)]>([])
+    var all: [(OutcomeRecord, TraceBook.Passage)] { taken.withLock { $0 } }
+}
+
+/// An observer taking each outcome's passage from the book, as a tracer's would.
+final class BoxTaker: OutcomeObserver {
+    let book: TraceBook, box: TakenBox
+    init(_ book: TraceBook, _ box: TakenBox) {
+        self.book = book
+        self.box = box
+    }
+    func observe(_ records: [OutcomeRecord]) {
+        let got = book.take(records)
+        box.taken.withLock { $0 += got.map { ($0.record, $0.passage) } }
+    }
+}
