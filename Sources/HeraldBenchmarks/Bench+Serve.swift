@@ -21,15 +21,21 @@ struct BenchServe: AsyncParsableCommand {
             pipeline to the in-memory simulator, as herald send does, and (2) starts the service on \
             loopback with the same configuration and POSTs them in JSON Lines batches of --batch over \
             --connections keep-alive HTTP/1.1 connections, timing until every outcome is recorded. \
-            Goal (issue 15): the service reaches at least half of herald send's rate.
+            Goal (issue 15): the service reaches at least half of herald send's rate. With --tracing: \
+            the service alone, tracing off and every notification traced, alternated for --rounds; \
+            goal (issue 31): traced at least 0.85x untraced.
             """
     )
 
     @Option(help: "Notifications.") var count = 500_000
     @Option(help: "Requests per POST.") var batch = 1000
     @Option(help: "HTTP connections posting at once.") var connections = 2
+    @Flag(help: "Instead: the service with tracing off beside every notification traced (sampling 1.0, OTLP/HTTP to a collector stand-in on loopback).")
+    var tracing = false
+    @Option(help: "With --tracing: rounds of each, alternated (the best of each is compared).") var rounds = 3
 
     func run() async throws {
+        if tracing { return try await runTracing() }
         let count = self.count, batchSize = self.batch
         let (dir, input, lines) = try benchRequestFile(count: count, seed: 15, name: "serve")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -43,39 +49,8 @@ struct BenchServe: AsyncParsableCommand {
         // 2. The service, posted to over loopback.
         let configuration = try HeraldConfiguration.load(path: dir + "/herald.json")
         let serveConfiguration = try ServiceConfiguration.load(try configuration.root.child("serve"))
-        var logger = Logger(label: "herald-bench")
-        logger.logLevel = .warning
-        let assembly = try HeraldAssembly.configured(configuration)
-        let service = try HeraldService(configuration: serveConfiguration, logger: logger) { source, ledger, metrics in
-            try assembly.makePipeline(source: source, ledger: ledger, metrics: metrics)
-        }
-        let port = AsyncStream<Int>.makeStream()
-        let runner = Task { try await service.run { port.continuation.yield($0) } }
-        var iterator = port.stream.makeAsyncIterator()
-        guard let bound = await iterator.next() else { throw BenchError("the service did not start") }
-
-        var bodies: [ByteBuffer] = []
-        for start in stride(from: 0, to: count, by: batchSize) {
-            var b = ByteBuffer()
-            for line in lines[start..<min(count, start + batchSize)] { b.writeBytes(line) }
-            bodies.append(b)
-        }
-        let started = ContinuousClock.now
-        let statuses = try await withThrowingTaskGroup(of: [Int: Int].self) { group in
-            for c in 0..<connections {
-                let mine = stride(from: c, to: bodies.count, by: connections).map { bodies[$0] }
-                group.addTask { try await Self.post(mine, port: bound, token: "bench-token-0123456789abcdef") }
-            }
-            var all: [Int: Int] = [:]
-            for try await s in group { all.merge(s, uniquingKeysWith: +) }
-            return all
-        }
-        // Until every outcome is recorded.
-        while service.outcomes.counts.values.reduce(0, +) < count { try await Task.sleep(for: .milliseconds(1)) }
-        let serveSeconds = (ContinuousClock.now - started).inSeconds
-        kill(getpid(), SIGTERM)
-        let snapshot = try await runner.value
-        guard snapshot.entered == UInt64(count), snapshot.isBalanced else { throw BenchError("serve: \(snapshot)") }
+        let bodies = Self.bodies(lines, batch: batchSize)
+        let (serveSeconds, statuses) = try await Self.timeService(configuration, serveConfiguration, bodies: bodies, count: count, connections: connections)
 
         let sendRate = Double(count) / sendSeconds, serveRate = Double(count) / serveSeconds
         var r = JSONLine()
@@ -91,6 +66,51 @@ struct BenchServe: AsyncParsableCommand {
         r.add("goal_met", serveRate / sendRate >= 0.5)
         r.add("peak_rss_mib", peakResidentMiB(), places: 1)
         r.print()
+    }
+
+    /// The request lines in JSON Lines bodies of `batch`.
+    static func bodies(_ lines: [[UInt8]], batch: Int) -> [ByteBuffer] {
+        var bodies: [ByteBuffer] = []
+        for start in stride(from: 0, to: lines.count, by: batch) {
+            var b = ByteBuffer()
+            for line in lines[start..<min(lines.count, start + batch)] { b.writeBytes(line) }
+            bodies.append(b)
+        }
+        return bodies
+    }
+
+    /// Starts the service on loopback, POSTs `bodies` over `connections` keep-alive connections, and
+    /// times it until every outcome of `count` is recorded; then stops it (SIGTERM) and checks its books.
+    static func timeService(
+        _ configuration: HeraldConfiguration, _ serveConfiguration: ServiceConfiguration, bodies: [ByteBuffer], count: Int, connections: Int
+    ) async throws -> (seconds: Double, statuses: [Int: Int]) {
+        var logger = Logger(label: "herald-bench")
+        logger.logLevel = .warning
+        let assembly = try HeraldAssembly.configured(configuration)
+        let service = try HeraldService(configuration: serveConfiguration, logger: logger) { source, ledger, metrics in
+            try assembly.makePipeline(source: source, ledger: ledger, metrics: metrics)
+        }
+        let port = AsyncStream<Int>.makeStream()
+        let runner = Task { try await service.run { port.continuation.yield($0) } }
+        var iterator = port.stream.makeAsyncIterator()
+        guard let bound = await iterator.next() else { throw BenchError("the service did not start") }
+        let started = ContinuousClock.now
+        let statuses = try await withThrowingTaskGroup(of: [Int: Int].self) { group in
+            for c in 0..<connections {
+                let mine = stride(from: c, to: bodies.count, by: connections).map { bodies[$0] }
+                group.addTask { try await Self.post(mine, port: bound, token: "bench-token-0123456789abcdef") }
+            }
+            var all: [Int: Int] = [:]
+            for try await s in group { all.merge(s, uniquingKeysWith: +) }
+            return all
+        }
+        // Until every outcome is recorded.
+        while service.outcomes.counts.values.reduce(0, +) < count { try await Task.sleep(for: .milliseconds(1)) }
+        let seconds = (ContinuousClock.now - started).inSeconds
+        kill(getpid(), SIGTERM)
+        let snapshot = try await runner.value
+        guard snapshot.entered == UInt64(count), snapshot.isBalanced else { throw BenchError("serve: \(snapshot)") }
+        return (seconds, statuses)
     }
 
     /// POSTs `bodies` one after another on one keep-alive connection, retrying a 429; the statuses seen.

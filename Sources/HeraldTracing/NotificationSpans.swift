@@ -34,12 +34,23 @@ public final class NotificationSpans: OutcomeObserver {
         let taken = book.take(records)
         guard !taken.isEmpty else { return }
         let now = EpochInstant(nanoseconds: Duration.sinceEpochNanoseconds)
-        for (record, passage) in taken { spans(record, passage, end: now) }
+        // A POST's notifications share its traceparent: read once per run of them.
+        var last: (traceparent: String, context: ServiceContext)?
+        for (record, passage) in taken {
+            let parent: ServiceContext
+            if let last, last.traceparent == passage.trace.traceparent {
+                parent = last.context
+            } else {
+                var context = ServiceContext.topLevel
+                tracer.extract(["traceparent": passage.trace.traceparent], into: &context, using: TextMapExtractor())
+                last = (passage.trace.traceparent, context)
+                parent = context
+            }
+            spans(record, passage, parent: parent, end: now)
+        }
     }
 
-    func spans(_ record: OutcomeRecord, _ passage: TraceBook.Passage, end: EpochInstant) {
-        var parent = ServiceContext.topLevel
-        tracer.extract(["traceparent": passage.trace.traceparent], into: &parent, using: TextMapExtractor())
+    func spans(_ record: OutcomeRecord, _ passage: TraceBook.Passage, parent: ServiceContext, end: EpochInstant) {
         let entered = EpochInstant(nanoseconds: passage.entered)
         if let queued = passage.trace.enqueuedAt {
             let start = EpochInstant(nanoseconds: queued &* 1_000_000)

@@ -1,0 +1,163 @@
+import Foundation
+import HeraldCore
+import HeraldJSON
+import HeraldKit
+import HeraldService
+import Hummingbird
+import Logging
+import NIOCore
+import OTel
+import ServiceLifecycle
+import Synchronization
+import Tracing
+
+/// `herald bench serve --tracing` (issue 31): the service on the same POSTs with tracing off and
+/// with every notification traced (always-on sampling: the POST's server span, and each
+/// notification's queue wait, send, stage and APNs spans), swift-otel exporting them over
+/// OTLP/HTTP (protobuf) to a collector stand-in on loopback that answers every export. Rounds
+/// alternate; the best of each is compared. The spans swift-otel dropped (its queue full between
+/// two exports) are counted from its warnings: a run that drops spans did less work than it
+/// should, and says so.
+extension BenchServe {
+    func runTracing() async throws {
+        let count = self.count
+        let (dir, _, lines) = try benchRequestFile(count: count, seed: 15, name: "serve-tracing")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try #"{"transport":{"type":"simulator"},"serve":{"apiTokensEnv":"HERALD_BENCH_API_TOKEN","queue":200000,"port":0}}"#
+            .write(toFile: dir + "/herald.json", atomically: true, encoding: .utf8)
+        setenv("HERALD_BENCH_API_TOKEN", "bench-token-0123456789abcdef", 1)
+        let configuration = try HeraldConfiguration.load(path: dir + "/herald.json")
+        let untraced = try ServiceConfiguration.load(try configuration.root.child("serve"))
+        var traced = untraced
+        traced.tracing = true
+        let bodies = Self.bodies(lines, batch: batch)
+
+        let collector = try await CollectorStandIn.start()
+        let dropped = DroppedSpans()
+        var otel = OTel.Configuration.default
+        otel.serviceName = "herald-bench"
+        otel.logs.enabled = false
+        otel.metrics.enabled = false
+        otel.traces.enabled = true
+        otel.traces.sampler = .alwaysOn
+        otel.traces.otlpExporter.protocol = .httpProtobuf
+        // The traces' own endpoint is taken as it is (the shared one gets /v1/traces added).
+        otel.traces.otlpExporter.endpoint = "http://127.0.0.1:\(collector.port)/v1/traces"
+        // The batch processor as herald serve has it: swift-otel's defaults, or the OTEL_BSP_* variables.
+        otel.diagnosticLogger = .custom(Logger(label: "otel") { _ in dropped })
+        otel.diagnosticLogLevel = .warning
+        let backend = try OTel.makeTracingBackend(configuration: otel)
+        InstrumentationSystem.bootstrap(backend.factory)
+        let exporting = ServiceGroup(services: [backend.service], gracefulShutdownSignals: [], logger: Logger(label: "otel") { _ in SwiftLogNoOpLogHandler() })
+        let exporter = Task { try await exporting.run() }
+
+        var off: [Double] = [], on: [Double] = []
+        for _ in 0..<max(1, rounds) {
+            off.append(Double(count) / (try await Self.timeService(configuration, untraced, bodies: bodies, count: count, connections: connections)).seconds)
+            on.append(Double(count) / (try await Self.timeService(configuration, traced, bodies: bodies, count: count, connections: connections)).seconds)
+        }
+        await exporting.triggerGracefulShutdown()
+        try await exporter.value
+        await collector.stop()
+
+        let best = (off: off.max() ?? 0, on: on.max() ?? 0)
+        var r = JSONLine()
+        r.add("benchmark", "serve-tracing")
+        r.add("notifications", count)
+        r.add("batch", batch)
+        r.add("connections", connections)
+        r.add("rounds", off.count)
+        r.add("untraced_per_s", off, places: 0)
+        r.add("traced_per_s", on, places: 0)
+        r.add("ratio_traced", best.on / best.off, places: 3)
+        r.add("otlp_exports", collector.exports)
+        r.add("otlp_mib", Double(collector.bytes) / 1_048_576, places: 1)
+        r.add("spans_dropped", dropped.count)
+        r.add("exporter_warnings", dropped.warnings.joined(separator: " | "))
+        r.add("goal", 0.85, places: 2)
+        r.add("goal_met", best.on / best.off >= 0.85 && dropped.count == 0 && dropped.warnings.isEmpty)
+        r.add("peak_rss_mib", peakResidentMiB(), places: 1)
+        r.print()
+    }
+}
+
+/// An OTLP collector's HTTP side, for the benchmark: answers every `POST /v1/traces` with an
+/// empty `ExportTraceServiceResponse` (no bytes), counting exports and bytes.
+final class CollectorStandIn: Sendable {
+    let port: Int
+    let task: Task<Void, any Error>
+    let group: ServiceGroup
+    let counts: Counted
+
+    var exports: Int { counts.counts.withLock { $0.exports } }
+    var bytes: Int { counts.counts.withLock { $0.bytes } }
+
+    init(port: Int, task: Task<Void, any Error>, group: ServiceGroup, counts: Counted) {
+        self.port = port
+        self.task = task
+        self.group = group
+        self.counts = counts
+    }
+
+    static func start() async throws -> CollectorStandIn {
+        let counted = Counted()
+        let router = Router()
+        router.post("/v1/traces") { request, _ -> Response in
+            var request = request
+            let body = try await request.collectBody(upTo: 256 << 20)
+            counted.add(body.readableBytes)
+            return Response(status: .ok, headers: [.contentType: "application/x-protobuf"], body: .init(byteBuffer: ByteBuffer()))
+        }
+        let ports = AsyncStream<Int>.makeStream()
+        let quiet = Logger(label: "collector") { _ in SwiftLogNoOpLogHandler() }
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { ports.continuation.yield($0.localAddress?.port ?? 0) }, logger: quiet)
+        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: quiet)
+        let task = Task { try await group.run() }
+        var iterator = ports.stream.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw BenchError("the collector stand-in did not start") }
+        return CollectorStandIn(port: port, task: task, group: group, counts: counted)
+    }
+
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+    }
+
+    /// What the stand-in took (shared with its route's closure).
+    final class Counted: Sendable {
+        let counts = Mutex<(exports: Int, bytes: Int)>((0, 0))
+        func add(_ bytes: Int) { counts.withLock { $0.exports += 1; $0.bytes += bytes } }
+    }
+}
+
+/// swift-otel's diagnostic log, read for how many spans its batch processor dropped (its
+/// warning's `dropped_count`) and any other warning (an export that failed), each kind once.
+final class DroppedSpans: LogHandler, @unchecked Sendable {
+    // @unchecked: the count is atomic, the warnings behind a lock; the handler's settings are fixed.
+    let dropped = Atomic<Int>(0)
+    let other = Mutex<[String]>([])
+    var count: Int { dropped.load(ordering: .relaxed) }
+    var warnings: [String] { other.withLock { $0 } }
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+    var logLevel: Logger.Level {
+        get { .warning }
+        set {}
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+    func log(event: LogEvent) {
+        if case .string(let n)? = event.metadata?["dropped_count"], let k = Int(n) {
+            dropped.add(k, ordering: .relaxed)
+        } else {
+            let text = "\(event.message) \(event.metadata?["error"].map { "\($0)" } ?? "")"
+            other.withLock { if !$0.contains(text) && $0.count < 5 { $0.append(text) } }
+        }
+    }
+}
