@@ -59,7 +59,8 @@ public final class OutcomeIndex: OutcomeObserver {
     public let capacity: Int
     let counters: [Outcome.Kind: Counter]
     let metrics: any MetricsFactory
-    /// `herald_outcome_reasons_total{outcome, reason}` by (kind, reason), made as reasons appear.
+    /// `herald_outcome_reasons_total{outcome, reason}` by (kind, reason): ``watchedReasons`` made at
+    /// start, the others as they appear.
     let reasonCounters = Mutex<[ReasonKey: Counter]>([:])
     /// `herald_app_outcomes_total{app, outcome}` for the configured apps, each kind from the start.
     let appCounters: [String: [Outcome.Kind: Counter]]
@@ -80,7 +81,25 @@ public final class OutcomeIndex: OutcomeObserver {
         }
         appCounters = a
         self.metrics = metrics
+        // The reasons an operator watches first are on the first scrape, at 0, so the family is
+        // there before anything fails (a dashboard's rate() needs a series); the rest from their first.
+        reasonCounters.withLock { cache in
+            for key in Self.watchedReasons {
+                cache[key] = Counter(label: "herald_outcome_reasons_total", dimensions: [("outcome", key.outcome.rawValue), ("reason", key.reason)], factory: metrics)
+            }
+        }
     }
+
+    /// `herald_outcome_reasons_total`'s series made at start: dead tokens (HTTP/2 and the binary
+    /// interface), bad input, and an unreachable APNs.
+    static let watchedReasons: [ReasonKey] = [
+        ReasonKey(outcome: .rejected, reason: "410 Unregistered"),
+        ReasonKey(outcome: .rejected, reason: "400 BadDeviceToken"),
+        ReasonKey(outcome: .rejected, reason: "8 invalid token"),
+        ReasonKey(outcome: .dropped, reason: OutcomeReason.Code.invalidRequest.name),
+        ReasonKey(outcome: .dropped, reason: OutcomeReason.Code.payloadTooLarge.name),
+        ReasonKey(outcome: .failed, reason: OutcomeReason.Code.gatewayUnreachable.name),
+    ]
 
     /// A bounded label for why a request ended: the status and Apple's reason
     /// for `rejected`, the reason's code for `dropped` and `failed` (never its

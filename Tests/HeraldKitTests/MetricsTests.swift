@@ -75,7 +75,10 @@ struct MetricsTests {
         }
     }
 
-    static let always: Set<String> = ["yes", "yes: each route's success at 0, other statuses from their first answer"]
+    static let always: Set<String> = [
+        "yes", "yes: each route's success at 0, other statuses from their first answer",
+        "yes: `410 Unregistered`, `400 BadDeviceToken` and `8 invalid token` (rejected), `invalid-request` and `payload-too-large` (dropped), `gateway-unreachable` (failed) at 0; any other reason from its first request",
+    ]
 
     @Test("the binary-interface simulator with an outcome webhook: the rows for every transport, the binary interface and the webhook")
     func binarySimulatorAndWebhook() async throws {
