@@ -286,8 +286,10 @@ let package = Package(
             name: "HeraldKitTests",
             dependencies: [
                 "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit", "HeraldSimulator",
-                "HeraldTesting", "HeraldHTTP2",
+                "HeraldTesting", "HeraldHTTP2", "HeraldTracing",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                // NotificationSpansTests: swift-distributed-tracing's own tracer that keeps what it made.
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldJSON", "HeraldRecorder"]),
