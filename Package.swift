@@ -176,12 +176,19 @@ let package = Package(
             ]
         ),
         // A notification's spans (issue 31): from the W3C trace context it carries and the times it
-        // passed each hop, on any swift-distributed-tracing tracer. No exporter: the executable's.
+        // passed each hop, on any swift-distributed-tracing tracer, or written straight into OTLP
+        // batches by its own exporter (docs/architecture.md, "Notification spans").
         .target(
             name: "HeraldTracing",
             dependencies: [
                 "HeraldCore",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         // `herald serve`: the pipeline as a service with an HTTP API (issue 15).
@@ -290,6 +297,10 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 // NotificationSpansTests: swift-distributed-tracing's own tracer that keeps what it made.
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                // OTLPExporterTests: the exporter run as a service.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "HeraldRecorderTests", dependencies: ["HeraldTestSupport", "HeraldCore", "HeraldJSON", "HeraldRecorder"]),

@@ -33,6 +33,8 @@ struct BenchServe: AsyncParsableCommand {
     @Flag(help: "Instead: the service with tracing off beside every notification traced (sampling 1.0, OTLP/HTTP to a collector stand-in on loopback).")
     var tracing = false
     @Option(help: "With --tracing: rounds of each, alternated (the best of each is compared).") var rounds = 3
+    @Option(help: "With --tracing: who exports the notifications' spans: herald (Herald's OTLP writer, as herald serve runs) or swift-otel (every span on swift-otel's tracer).")
+    var exporter = "herald"
 
     func run() async throws {
         if tracing { return try await runTracing() }

@@ -17,6 +17,8 @@ public final class PostgresIntake: NotificationIntake {
     let worker: (source: PostgresQueueSource, writer: QueueOutcomeWriter)?
     let closed = Atomic<Bool>(false)
     let counted = Mutex<(count: Int, at: ContinuousClock.Instant)?>(nil)
+    /// The oldest waiting row's time as last read.
+    let oldest = Mutex<(since: Int64?, at: ContinuousClock.Instant)?>(nil)
     let idempotencyWindow: Duration
 
     let idle = IdleSource()
@@ -56,6 +58,15 @@ public final class PostgresIntake: NotificationIntake {
 
     /// Queued rows as `depth()` last counted them (the operator page's history does not count).
     public func lastCountedDepth() async -> Int? { counted.withLock { $0?.count } }
+
+    /// Since when the longest-waiting row has waited (read again when a second old); nil when
+    /// none waits or the database did not answer.
+    public func oldestWaiting() async -> Int64? {
+        if let c = oldest.withLock({ $0 }), ContinuousClock.now - c.at < .seconds(1) { return c.since }
+        let since = try? await queue.oldestWaiting()
+        oldest.withLock { $0 = (since, .now) }
+        return since
+    }
 
     /// Queued rows, as last counted (again when a second old).
     public func depth() async -> Int {

@@ -144,6 +144,11 @@ extension PostgresQueue {
         "herald_unclaimed(\(limit.map(String.init) ?? "NULL"))"
     }
 
+    /// Rows of one lane (an SQL expression naming it) no claim has taken yet, first first.
+    package static func unclaimed(limit: Int, lane: String) -> String {
+        "herald_unclaimed(\(limit), \(lane))"
+    }
+
     /// Claimed rows from a statement's answer: a row per lease (`lease, attempts, ids, bodies`; a
     /// lease with no row left comes with null arrays), so that a claim's thousand rows cost one
     /// row's decoding, not a thousand. Oldest first.

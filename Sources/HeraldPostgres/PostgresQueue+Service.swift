@@ -59,6 +59,31 @@ extension PostgresQueue {
         }
     }
 
+    /// Since when the longest-waiting row has waited to be claimed (epoch milliseconds; nil when
+    /// none waits): the earliest `enqueued_at` of each lane's next row and of the rows in leases
+    /// no one holds (given back, or run out: their worker gone). A held row (`send-at` to come)
+    /// is not waiting.
+    public func oldestWaiting() async throws(QueueError) -> Int64? {
+        try await named("reading the oldest waiting row") { [self] in
+            var since: Int64?
+            let rows = try await client.query(
+                """
+                SELECT (extract(epoch FROM min(w.at)) * 1000)::bigint FROM (
+                    SELECT n.enqueued_at AS at FROM herald_cursor k
+                    CROSS JOIN LATERAL \(unescaped: Self.unclaimed(limit: 1, lane: "k.lane")) u
+                    JOIN notifications n ON n.id = u.id
+                    UNION ALL
+                    SELECT n.enqueued_at FROM herald_leases l
+                    CROSS JOIN LATERAL \(unescaped: Self.leaseRows(of: "l")) AS r(id)
+                    JOIN notifications n ON n.id = r.id
+                    WHERE l.owner = '' OR l.expires < now()
+                ) w
+                """, logger: logger)
+            for try await v in rows.decode(Int64?.self) { since = v }
+            return since
+        }
+    }
+
     /// One row as the service reports it.
     public struct Row: Sendable, Hashable {
         /// `queued`, `leased` or `done`; `scheduled` while it waits for its `send-at`.

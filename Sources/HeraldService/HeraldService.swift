@@ -51,6 +51,10 @@ public struct ServiceConfiguration: Sendable {
     /// context (or a request's own `traceparent`) carried by each notification it takes, and
     /// each notification's spans (`HeraldTracing`'s `NotificationSpans`). Off by default.
     public var tracing = false
+    /// With `tracing`: the exporter the notifications' spans are written into (OTLP batches,
+    /// `HeraldTracing`'s ``OTLPTraceExporter``), rather than made on the global tracer; run it as
+    /// a service, first in the group. `herald serve` sets it when the `OTEL_*` variables allow.
+    public var spanExporter: OTLPTraceExporter?
     /// With a queue: whether this service's pipeline also sends what it queues (`worker`, the
     /// default), or only takes requests in for other processes (`herald work`) to send.
     public var worker = true
@@ -115,6 +119,8 @@ public final class HeraldService: Sendable {
     /// A second signal came: what is left ends `failed`, code `abandoned`.
     let abandoned = Atomic<Bool>(false)
     let queueDepth: MetricsGauge
+    /// `herald_queue_oldest_waiting_seconds`: how long the longest-waiting request has waited (0: none waits).
+    let oldestWaiting: MetricsGauge
     let requestsIn: MetricsCounter
     let metricsFactory: PrometheusMetricsFactory
     /// The transport's counters as last exported (counters grow by the difference).
@@ -154,11 +160,13 @@ public final class HeraldService: Sendable {
         }
         // The intake's observers come last: observers before them can still map sequence numbers to ids.
         let book = configuration.tracing ? TraceBook() : nil
-        let spans: [any OutcomeObserver] = book.map { [NotificationSpans(book: $0)] } ?? []
+        let spans: [any OutcomeObserver] =
+            book.map { book in [configuration.spanExporter.map { NotificationSpans(book: book, exporter: $0) } ?? NotificationSpans(book: book)] } ?? []
         ledger = OutcomeLedger(
             observers: [outcomes] + spans + observers + (webhook.map { [$0] } ?? []) + intake.observers, traceBook: book)
         metricsFactory = factory
         queueDepth = MetricsGauge(label: "herald_queue_depth", factory: factory)
+        oldestWaiting = MetricsGauge(label: "herald_queue_oldest_waiting_seconds", factory: factory)
         requestsIn = MetricsCounter(label: "herald_requests_total", factory: factory)
         pipeline = try makePipeline(intake.source, ledger, factory)
         statusHistory = StatusHistory(interval: configuration.statusInterval) { [outcomes, requestsTaken] in
@@ -281,6 +289,8 @@ public final class HeraldService: Sendable {
         let authenticated = router.group().add(middleware: BearerAuthentication(tokens: configuration.apiTokens))
         getAndHead(authenticated, "/metrics") { _, _ in
             self.queueDepth.record(await self.intake.depth())
+            let oldest = await self.intake.oldestWaiting()
+            self.oldestWaiting.record(oldest.map { Double(max(0, Duration.sinceEpochMilliseconds - $0)) / 1000 } ?? 0)
             await self.exportTransportCounters()
             var out: [UInt8] = []
             self.registry.emit(into: &out)

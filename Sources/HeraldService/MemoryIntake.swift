@@ -67,6 +67,7 @@ final class MemoryIntake: NotificationIntake {
     }
 
     func depth() async -> Int { queue.depth }
+    func oldestWaiting() async -> Int64? { queue.oldestWaiting }
     func close() { queue.close() }
     var isClosed: Bool { queue.isClosed }
 

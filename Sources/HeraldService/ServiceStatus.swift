@@ -86,6 +86,7 @@ extension HeraldService {
         doc.add("health", health)
         doc.add("requests", requestsTaken.value)
         doc.add("queueDepth", depth)
+        if let since = await intake.oldestWaiting() { doc.add("oldestWaitingSince", Int(since)) }
         doc.add("outcomes", Self.kinds(summary.counts))
         doc.add("deadTokens", summary.deadTokens)
         doc.add("reasons", summary.reasons.prefix(20).map { r in

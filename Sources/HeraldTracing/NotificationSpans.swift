@@ -20,19 +20,36 @@ import Tracing
 ///
 /// The spans are made after the fact, with the times the book noted: nothing is done on the
 /// pipeline's path but the book's notes, and an untraced notification costs nothing here.
+///
+/// Given an ``OTLPTraceExporter``, the spans are written straight into its OTLP batches (the same
+/// spans, no span objects: `herald` does so whenever the exporter can serve the `OTEL_*`
+/// variables); otherwise they are made on a tracer.
 public final class NotificationSpans: OutcomeObserver {
     public let book: TraceBook
     let tracer: any Tracer
+    let exporter: OTLPTraceExporter?
 
     /// `tracer`: swift-distributed-tracing's global one (`InstrumentationSystem.tracer`) unless given.
     public init(book: TraceBook, tracer: (any Tracer)? = nil) {
         self.book = book
         self.tracer = tracer ?? InstrumentationSystem.tracer
+        exporter = nil
+    }
+
+    /// The spans written into `exporter`'s batches.
+    public init(book: TraceBook, exporter: OTLPTraceExporter) {
+        self.book = book
+        tracer = NoOpTracer()
+        self.exporter = exporter
     }
 
     public func observe(_ records: [OutcomeRecord]) {
         let taken = book.take(records)
         guard !taken.isEmpty else { return }
+        if let exporter {
+            exporter.write(taken)
+            return
+        }
         let now = EpochInstant(nanoseconds: Duration.sinceEpochNanoseconds)
         // A POST's notifications share its traceparent: read once per run of them.
         var last: (traceparent: String, context: ServiceContext)?

@@ -142,9 +142,9 @@ struct Send: AsyncParsableCommand {
         // Traced notifications' spans (OTEL_TRACES_EXPORTER): the exporter stops last (first in the group).
         let tracing: TracingSetup?
         do { tracing = try TracingSetup.fromEnvironment(logger: logger) } catch { throw error as? SetupError ?? SetupError("\(error)") }
-        let services = (tracing.map { [$0.service] } ?? []) + services
+        let services = (tracing?.services ?? []) + services
         let book = tracing.map { _ in TraceBook() }
-        let ledger = OutcomeLedger(observers: [writer] + (book.map { [NotificationSpans(book: $0)] } ?? []) + observers, traceBook: book)
+        let ledger = OutcomeLedger(observers: [writer] + (book.flatMap { b in tracing.map { [$0.spans(b)] } } ?? []) + observers, traceBook: book)
         let pipeline: Pipeline
         let transport: any Transport
         let assembly: HeraldAssembly

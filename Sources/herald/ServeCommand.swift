@@ -61,6 +61,7 @@ struct ServeCommand: AsyncParsableCommand {
             serve.apps = configuration.apps.map(\.name)
             if let port { serve.port = port }
             serve.tracing = tracing != nil
+            serve.spanExporter = tracing?.spanExporter
             if let node = configuration.outcomeWebhook { serve.webhook = try WebhookConfiguration.load(node) }
             Self.warnAboutExposure(serve)
             let assembly = try HeraldAssembly.configured(configuration, logger: logger, tokenStore: tokens)
@@ -90,7 +91,7 @@ struct ServeCommand: AsyncParsableCommand {
         let snapshot: LedgerSnapshot
         // The queue and the token store run in the service's group: they stop after the pipeline and
         // the HTTP server (what the store still holds is written, then the pool closes), also on an error.
-        let lifecycles: [any Service] = (tracing.map { [$0.service] } ?? []) + (queue.map { [$0] } ?? []) + (tokens.map { [$0] } ?? [])
+        let lifecycles: [any Service] = (tracing?.services ?? []) + (queue.map { [$0] } ?? []) + (tokens.map { [$0] } ?? [])
         snapshot = try await service.run(services: lifecycles) { port in
             var ready = JSONLine()
             ready.add("host", host)

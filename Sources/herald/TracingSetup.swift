@@ -15,9 +15,18 @@ import Tracing
 /// trace), the service's name (`OTEL_SERVICE_NAME`, `herald` by default) and the batching
 /// (`OTEL_BSP_*`). docs/service.md, "Tracing".
 struct TracingSetup {
-    /// The exporter's service: in the command's service group, first (it stops last, once the
-    /// pipeline's last spans are made, and exports what it holds as it stops).
-    let service: any Service
+    /// The exporters' services: in the command's service group, first (they stop last, once the
+    /// pipeline's last spans are made, and export what they hold as they stop).
+    let services: [any Service]
+    /// Herald's own exporter for the notifications' spans (docs/architecture.md, "Notification
+    /// spans"), when it can do what the variables ask (OTLP/HTTP with protobuf, uncompressed);
+    /// otherwise they are made on swift-otel's tracer too.
+    let spanExporter: OTLPTraceExporter?
+
+    /// The observer that makes the notifications' spans of `book`.
+    func spans(_ book: TraceBook) -> NotificationSpans {
+        spanExporter.map { NotificationSpans(book: book, exporter: $0) } ?? NotificationSpans(book: book)
+    }
 
     /// Whether `environment` asks for traces.
     static func requested(_ environment: [String: String]) -> Bool {
@@ -43,7 +52,11 @@ struct TracingSetup {
         do {
             let backend = try OTel.makeTracingBackend(configuration: configuration)
             InstrumentationSystem.bootstrap(backend.factory)
-            return TracingSetup(service: backend.service)
+            let own = try OTLPExportConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
+                .map { OTLPTraceExporter(configuration: $0, logger: logger) }
+            return TracingSetup(services: [backend.service] + (own.map { [$0] } ?? []), spanExporter: own)
+        } catch let error as OTLPConfigurationError {
+            throw SetupError("tracing: \(error)")
         } catch {
             throw SetupError("tracing (OTEL_TRACES_EXPORTER): \(error)")
         }

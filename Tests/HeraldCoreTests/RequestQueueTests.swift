@@ -122,6 +122,28 @@ struct RequestQueueScheduleTests {
         #expect(ledger.snapshot.failed == 1 && ledger.snapshot.isBalanced)
     }
 
+    @Test("the longest wait (the operator's page, issue 31): the earlier of the lanes' first requests' queueing times, a scheduled one's from its send-at; none when nothing waits")
+    func oldestWaiting() async throws {
+        let clock = Atomic<Int64>(1_000_000)
+        let queue = RequestQueue(now: { clock.load(ordering: .relaxed) })
+        #expect(queue.oldestWaiting == nil)
+        _ = queue.enqueue([Self.request(0, at: nil, priority: 5), Self.request(1, at: nil, priority: 5)])
+        clock.store(1_000_500, ordering: .relaxed)
+        _ = queue.enqueue([Self.request(2, at: nil, priority: 10), Self.request(3, at: 1_002_000)])
+        #expect(queue.oldestWaiting == 1_000_000, "the campaign's first, queued first")
+        // The fast request, then the bulk lane's first: its second request is now the bulk lane's head.
+        #expect(try #require(await queue.take(max: 2)).map(\.sequence) == [2, 0])
+        #expect(queue.oldestWaiting == 1_000_000, "request 1 was queued with request 0")
+        #expect(try #require(await queue.take(max: 1)).map(\.sequence) == [1])
+        #expect(queue.oldestWaiting == nil, "the scheduled one is held, not waiting")
+        clock.store(1_005_000, ordering: .relaxed)
+        // Its send-at (1,002,000) has come: moved to its lane, it has waited since then.
+        let taken = try #require(await queue.take(max: 0))
+        #expect(taken.isEmpty && queue.oldestWaiting == 1_002_000, "\(taken.map(\.sequence))")
+        #expect(try #require(await queue.take(max: 10)).map(\.sequence) == [3])
+        #expect(queue.oldestWaiting == nil)
+    }
+
     @Test("a take waiting on an empty queue wakes at the next scheduled time (wall clock)")
     func wakesAtTheTime() async throws {
         let queue = RequestQueue()

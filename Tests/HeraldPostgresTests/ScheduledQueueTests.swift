@@ -47,6 +47,34 @@ struct ScheduledQueueTests {
         await queue.close()
     }
 
+    @Test("the oldest waiting row (the operator's page, issue 31): none in an empty queue or while rows are only held; the earliest enqueued_at of the lanes' next rows; an expired lease's rows wait again; none once everything is claimed")
+    func oldestWaiting() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = try await openQueue(cluster, db)
+        #expect(try await queue.oldestWaiting() == nil)
+        _ = try await queue.enqueueReturningIDs([Self.line(1, at: Self.nowMilliseconds() + 3_600_000)])
+        #expect(try await queue.oldestWaiting() == nil, "a held row does not wait yet")
+        let before = Self.nowMilliseconds()
+        let bulk = #"{"token":"\#(goodToken)","alert":"b","priority":5}"#
+        _ = try await queue.enqueueReturningIDs([bulk, bulk], placements: [.init(lane: .bulk, sendAt: nil), .init(lane: .bulk, sendAt: nil)])
+        try await Task.sleep(for: .milliseconds(50))
+        _ = try await queue.enqueueReturningIDs([Self.line(4, at: nil)])
+        let oldest = try #require(try await queue.oldestWaiting())
+        #expect(oldest >= before - 5 && oldest <= before + 45, "the bulk rows, queued first: \(oldest - before) ms after the start")
+        // A claim of everything: none waits.
+        var claim = try await queue.claim(limit: 10)
+        #expect(claim.rows.count == 3)
+        #expect(try await queue.oldestWaiting() == nil)
+        // Its worker died: once its lease runs out the rows wait again, since their enqueueing.
+        _ = try await cluster.psql(db, "UPDATE herald_leases SET expires = now() - interval '1 second'")
+        let again = try #require(try await queue.oldestWaiting())
+        #expect(again == oldest, "\(again) vs \(oldest)")
+        claim = try await queue.claim(limit: 10)
+        #expect(claim.rows.count == 3, "taken over")
+        #expect(try await queue.oldestWaiting() == nil)
+        await queue.close()
+    }
+
     // A wall-clock bound (within a second of its time): run apart by .ci/run, after the parallel
     // run (`HERALD_TIMING_APART=1` skips it there: under its load one row was 2.3 s late).
     @Test(

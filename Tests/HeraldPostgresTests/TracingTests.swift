@@ -4,14 +4,15 @@ import Testing
 
 /// Issue 31: one notification followed from the caller's HTTP request, through a queue row, to
 /// the worker that sends it and APNs' answer, as spans exported over OTLP/HTTP (protobuf) by
-/// swift-otel and decoded by OpenTelemetry's own messages (`Tests/Interop/otlp_receiver.py`).
+/// swift-otel (the HTTP requests') and Herald's own writer (the notifications'), and decoded by
+/// OpenTelemetry's own messages (`Tests/Interop/otlp_receiver.py`).
 @Suite(
     "Traces across herald serve, the queue and herald work, exported over OTLP",
     .serialized, .enabled(if: PostgresCluster.binaries != nil && interopVenvPossible, Comment(rawValue: PostgresCluster.absent)))
 struct TracingTests {
     /// A span as the receiver wrote it.
     struct Span {
-        let traceID, spanID, parentID, name, service: String
+        let traceID, spanID, parentID, name, service, scope: String
         let kind, status: Int
         let start, end: UInt64
         let attributes: [String: Any]
@@ -21,6 +22,7 @@ struct TracingTests {
             parentID = o["parent_span_id"] as? String ?? ""
             name = o["name"] as? String ?? ""
             service = o["service"] as? String ?? ""
+            scope = o["scope"] as? String ?? ""
             kind = o["kind"] as? Int ?? -1
             status = o["status"] as? Int ?? -1
             start = (o["start"] as? NSNumber)?.uint64Value ?? 0
@@ -96,6 +98,7 @@ struct TracingTests {
         #expect(waits.count == 1 && sends.count == 1, "one notification in the caller's trace: \(names)")
         let wait = try #require(waits.first), send = try #require(sends.first)
         #expect(wait.service == "herald-worker" && send.service == "herald-worker", "the worker continues the trace the row carries")
+        #expect(wait.scope == "herald" && send.scope == "herald", "the notifications' spans written by Herald's own OTLP exporter")
         #expect(wait.parentID == post.spanID && send.parentID == post.spanID)
         #expect(send.attributes["herald.request.id"] as? Int == 1 && send.attributes["herald.outcome"] as? String == "accepted" && send.status == 1)
         // The wait runs from the POST's queueing to the worker's taking it: after the POST began, before the send began.

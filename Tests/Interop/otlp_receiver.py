@@ -8,22 +8,34 @@ given as the first argument:
 
   {"trace_id", "span_id", "parent_span_id" (hex, "" for none), "name", "kind",
    "start", "end" (ns since the epoch), "attributes" {key: value},
-   "status" (0 unset, 1 ok, 2 error), "status_message", "service"}
+   "status" (0 unset, 1 ok, 2 error), "status_message", "service",
+   "scope" (the instrumentation scope's name)}
 
 It answers 200 with an ExportTraceServiceResponse; anything else is 404 / 415.
-Ends on SIGTERM or when stdin closes.
+A collector's failures, when asked: `--fail-first N` answers the first N
+exports 503 (their spans not kept), `--stall S` waits S seconds before
+answering each of the first exports while it fails or, without failures,
+the first one. Ends on SIGTERM or when stdin closes.
 """
+import argparse
 import json
 import signal
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-OUT = sys.argv[1]
+ARGS = argparse.ArgumentParser()
+ARGS.add_argument("out")
+ARGS.add_argument("--fail-first", type=int, default=0)
+ARGS.add_argument("--stall", type=float, default=0)
+ARGS = ARGS.parse_args()
+OUT = ARGS.out
 LOCK = threading.Lock()
+EXPORTS = [0]
 
 
 def value_of(any_value):
@@ -47,6 +59,7 @@ def spans_of(request):
             if kv.key == "service.name":
                 service = value_of(kv.value)
         for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name
             for span in scope_spans.spans:
                 yield {
                     "trace_id": span.trace_id.hex(),
@@ -60,6 +73,7 @@ def spans_of(request):
                     "status": span.status.code,
                     "status_message": span.status.message,
                     "service": service,
+                    "scope": scope,
                 }
 
 
@@ -86,6 +100,13 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as e:  # a body that is not OTLP: the test fails on the 400
             sys.stderr.write(f"otlp_receiver: undecodable body: {e}\n")
             return self.answer(400, b"", "text/plain")
+        with LOCK:
+            EXPORTS[0] += 1
+            number = EXPORTS[0]
+        if ARGS.stall and number <= max(1, ARGS.fail_first):
+            time.sleep(ARGS.stall)
+        if number <= ARGS.fail_first:
+            return self.answer(503, b"", "text/plain")
         lines = [json.dumps(s) + "\n" for s in spans_of(request)]
         with LOCK, open(OUT, "a") as f:
             f.writelines(lines)

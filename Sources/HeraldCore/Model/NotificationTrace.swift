@@ -32,8 +32,9 @@ public struct NotificationTrace: Sendable, Hashable {
     /// Whether the caller recorded its span (the flags' `sampled` bit): a parent-based sampler
     /// records this notification's spans only then.
     public var isSampled: Bool {
-        let u = Array(traceparent.utf8)
-        return Hex.nibble(u[54]).map { $0 & 1 == 1 } ?? false
+        // Validated: at least 55 bytes, the flags' second digit at 54.
+        guard let flags = traceparent.utf8.dropFirst(54).first else { return false }
+        return Hex.nibble(flags).map { $0 & 1 == 1 } ?? false
     }
 
     static func isValid(_ text: String) -> Bool {

@@ -61,6 +61,9 @@ public struct LaneQueue<Element: LaneCarrying> {
     }
 
     /// Whether a fast-lane item waits.
+    /// Each lane's first element (the next it gives).
+    @inlinable public var heads: (fast: Element?, bulk: Element?) { (fastLane.first, bulkLane.first) }
+
     @inlinable public var hasFast: Bool { !fastLane.isEmpty }
 
     /// The next fast-lane item, whatever waits in the bulk lane (whose turn this does not take).

@@ -17,6 +17,8 @@ package final class RequestQueue: Sendable {
         package var sequence: UInt64
         package var request: NotificationRequest
         package var lane: Lane
+        /// When it began to wait for the source (epoch milliseconds): queued, or its `send-at` come.
+        package var waitingSince: Int64
     }
     /// A scheduled request's time and number (ordered by time, then number).
     struct Due: Comparable {
@@ -78,7 +80,7 @@ package final class RequestQueue: Sendable {
             let numbers = s.next..<(s.next + UInt64(requests.count))
             numbered(numbers)
             for (q, r) in zip(numbers, requests) {
-                let queued = Queued(sequence: q, request: r, lane: r.effectiveLane)
+                let queued = Queued(sequence: q, request: r, lane: r.effectiveLane, waitingSince: now)
                 if let at = r.sendAt, at > now {
                     s.scheduled[q] = queued
                     s.due.insert(Due(at: at, sequence: q))
@@ -98,6 +100,14 @@ package final class RequestQueue: Sendable {
     package var issued: UInt64 { state.withLock { $0.next } }
     /// Requests waiting for the source (scheduled ones once their time has come).
     package var depth: Int { state.withLock { $0.queue.count } }
+    /// Since when the longest-waiting request has waited for the source (epoch milliseconds: the
+    /// earlier of the two lanes' first requests); nil when none waits.
+    package var oldestWaiting: Int64? {
+        state.withLock { s in
+            let heads = s.queue.heads
+            return [heads.fast?.waitingSince, heads.bulk?.waitingSince].compactMap { $0 }.min()
+        }
+    }
     /// Scheduled requests whose time is to come.
     package var scheduledCount: Int { state.withLock { $0.scheduled.count } }
 
@@ -134,7 +144,10 @@ package final class RequestQueue: Sendable {
             }
             if first.at > now { return first.at }
             s.due.removeMin()
-            if let q = s.scheduled.removeValue(forKey: first.sequence) { s.queue.append(q) }
+            if var q = s.scheduled.removeValue(forKey: first.sequence) {
+                q.waitingSince = first.at
+                s.queue.append(q)
+            }
         }
         return nil
     }

@@ -7,7 +7,8 @@ import Synchronization
 /// book to the ``OutcomeLedger`` the pipeline records in.
 ///
 /// An untraced request costs a look at its envelope as its batch enters and nothing after: a
-/// batch with no traced request in flight is not looked at again. Bounded: past `capacity`
+/// batch with no traced request in flight is not looked at again. A stage's work on a batch is
+/// noted once for the batch's traced requests together (they share a route until they part). Bounded: past `capacity`
 /// passages in flight, new ones are not noted (``overflowed`` counts them: their spans are lost,
 /// their notifications are not).
 public final class TraceBook: Sendable {
@@ -18,9 +19,20 @@ public final class TraceBook: Sendable {
         /// When its batch entered the pipeline.
         public let entered: Int64
         /// Each stage's work on its batch, in order.
-        public internal(set) var steps: [Step] = []
+        public let steps: [Step]
         /// When the transport took its batch; nil when a stage decided it.
-        public internal(set) var handed: Int64?
+        public let handed: Int64?
+        /// When its outcome was taken from the book (``TraceBook/take(_:)``): its end.
+        public let ended: Int64?
+
+        public init(trace: NotificationTrace, lane: Lane, entered: Int64, steps: [Step] = [], handed: Int64? = nil, ended: Int64? = nil) {
+            self.trace = trace
+            self.lane = lane
+            self.entered = entered
+            self.steps = steps
+            self.handed = handed
+            self.ended = ended
+        }
     }
 
     /// A stage's work on a batch holding a traced request.
@@ -28,12 +40,48 @@ public final class TraceBook: Sendable {
         public let stage: String
         public let start: Int64
         public let end: Int64
+
+        public init(stage: String, start: Int64, end: Int64) {
+            self.stage = stage
+            self.start = start
+            self.end = end
+        }
     }
 
     public let capacity: Int
     let held = Atomic<Int>(0)
-    let passages = Mutex<[UInt64: Passage]>([:])
+    let book = Mutex(Book())
     let lost = Atomic<Int>(0)
+
+    /// A traced request in flight: its trace and the way its batch went (shared by the batch's
+    /// traced requests while they go together).
+    struct Entry {
+        let trace: NotificationTrace
+        let lane: Lane
+        var route: Route
+    }
+
+    /// The way a group of traced requests went together: when they entered, each stage's work,
+    /// when the transport took them. Shared, so that a stage's work on a batch is noted once,
+    /// not once per request. Mutated only under the book's lock.
+    final class Route: @unchecked Sendable {
+        let entered: Int64
+        var steps: [Step]
+        var handed: Int64?
+        /// Requests in flight on this route.
+        var members: Int
+
+        init(entered: Int64, steps: [Step] = [], handed: Int64? = nil, members: Int) {
+            self.entered = entered
+            self.steps = steps
+            self.handed = handed
+            self.members = members
+        }
+    }
+
+    struct Book {
+        var entries: [UInt64: Entry] = [:]
+    }
 
     public init(capacity: Int = 100_000) {
         self.capacity = capacity
@@ -52,17 +100,14 @@ public final class TraceBook: Sendable {
         }
         guard !new.isEmpty else { return }
         let now = Duration.sinceEpochNanoseconds
-        let refused = passages.withLock { p in
-            var refused = 0
-            for (sequence, trace, lane) in new {
-                if p.count >= capacity {
-                    refused += 1
-                } else {
-                    p[sequence] = Passage(trace: trace, lane: lane, entered: now)
-                }
+        let refused = book.withLock { b in
+            let room = max(0, capacity - b.entries.count)
+            let route = Route(entered: now, members: min(room, new.count))
+            for (sequence, trace, lane) in new.prefix(room) {
+                b.entries[sequence] = Entry(trace: trace, lane: lane, route: route)
             }
-            held.store(p.count, ordering: .relaxed)
-            return refused
+            held.store(b.entries.count, ordering: .relaxed)
+            return new.count - min(room, new.count)
         }
         if refused > 0 { lost.add(refused, ordering: .relaxed) }
     }
@@ -72,21 +117,43 @@ public final class TraceBook: Sendable {
 
     /// `stage` worked on the batch from `start` to `end`.
     func ran(_ stage: String, _ batch: borrowing [Envelope], from start: Int64, to end: Int64) {
-        let traced = Self.tracedSequences(batch)
-        guard !traced.isEmpty else { return }
         let step = Step(stage: stage, start: start, end: end)
-        passages.withLock { p in
-            for q in traced { p[q]?.steps.append(step) }
-        }
+        touch(batch) { $0.steps.append(step) }
     }
 
     /// The transport took the batch now.
     func handed(_ batch: borrowing [Envelope]) {
+        let now = Duration.sinceEpochNanoseconds
+        touch(batch) { $0.handed = now }
+    }
+
+    /// Notes `change` on the routes of the batch's traced requests. A route whose requests are not
+    /// all in this batch (some were decided earlier, or a stage split the batch) is forked first:
+    /// the requests here go on a copy that takes the change, the others keep the way they went.
+    private func touch(_ batch: borrowing [Envelope], _ change: (Route) -> Void) {
         let traced = Self.tracedSequences(batch)
         guard !traced.isEmpty else { return }
-        let now = Duration.sinceEpochNanoseconds
-        passages.withLock { p in
-            for q in traced { p[q]?.handed = now }
+        book.withLock { b in
+            // The routes met, each with its requests here (a batch mostly has one).
+            var routes: [(route: Route, sequences: [UInt64])] = []
+            for q in traced {
+                guard let route = b.entries[q]?.route else { continue }
+                if let k = routes.firstIndex(where: { $0.route === route }) {
+                    routes[k].sequences.append(q)
+                } else {
+                    routes.append((route, [q]))
+                }
+            }
+            for (route, sequences) in routes {
+                if sequences.count == route.members {
+                    change(route)
+                    continue
+                }
+                let fork = Route(entered: route.entered, steps: route.steps, handed: route.handed, members: sequences.count)
+                route.members -= sequences.count
+                change(fork)
+                for q in sequences { b.entries[q]?.route = fork }
+            }
         }
     }
 
@@ -99,12 +166,16 @@ public final class TraceBook: Sendable {
     /// The passages of the requests these outcomes end (removed from the book), with their records.
     public func take(_ records: [OutcomeRecord]) -> [(record: OutcomeRecord, passage: Passage)] {
         guard !isEmpty else { return [] }
-        return passages.withLock { p in
+        let now = Duration.sinceEpochNanoseconds
+        return book.withLock { b in
             var out: [(record: OutcomeRecord, passage: Passage)] = []
             for r in records {
-                if let passage = p.removeValue(forKey: r.sequence) { out.append((r, passage)) }
+                guard let entry = b.entries.removeValue(forKey: r.sequence) else { continue }
+                let route = entry.route
+                route.members -= 1
+                out.append((r, Passage(trace: entry.trace, lane: entry.lane, entered: route.entered, steps: route.steps, handed: route.handed, ended: now)))
             }
-            held.store(p.count, ordering: .relaxed)
+            held.store(b.entries.count, ordering: .relaxed)
             return out
         }
     }

@@ -20,6 +20,9 @@ public protocol NotificationIntake: Sendable {
     /// The depth as last counted, without counting now (`nil`: never counted): what a
     /// periodic sampler reads where counting costs a query (a queue's rows). Memory's is `depth()`.
     func lastCountedDepth() async -> Int?
+    /// Since when the longest-waiting request has waited for a pipeline (epoch milliseconds); nil
+    /// when none waits, or when the intake cannot tell. The default: nil.
+    func oldestWaiting() async -> Int64?
     /// No more requests; what was taken still goes through (a queue's rows stay for other workers).
     func close()
     var isClosed: Bool { get }
@@ -51,6 +54,7 @@ extension NotificationIntake {
     public var keepsText: Bool { false }
     public var observers: [any OutcomeObserver] { [] }
     public func lastCountedDepth() async -> Int? { await depth() }
+    public func oldestWaiting() async -> Int64? { nil }
     public func notificationID(ofSequence sequence: UInt64) -> UInt64? { sequence }
     public func pipelineStarting() {}
     public func pipelineStarting(ledger: OutcomeLedger) { pipelineStarting() }

@@ -1,0 +1,428 @@
+import AsyncHTTPClient
+import DequeModule
+import Foundation
+import HeraldCore
+import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+
+/// Exports notification spans over OTLP/HTTP (protobuf) itself (issue 31): ``NotificationSpans``
+/// hands over each traced notification's passage as its outcome comes (``write(_:)``: a
+/// sampling decision and an append, nothing more on the outcome observers' path); this service's
+/// encoder writes them into batches (``OTLPSpanBatch``) and its poster POSTs each full batch to
+/// the collector, one at a time. Everything else (`herald serve`'s HTTP request spans) stays on
+/// swift-otel.
+///
+/// Bounded: at most `maxQueuedSpans` wait to be encoded and as many to be sent; past that they
+/// are dropped and counted (``dropped``), with a warning at most every 10 s: tracing never holds
+/// the pipeline, and a slow or absent collector costs spans, not notifications. A failed POST is
+/// retried (429, 502, 503, 504 and no answer, OTLP's retryable cases) with a doubling pause
+/// within the export timeout, then dropped and counted.
+///
+/// As a service it runs first in the group (stops last): when the group stops it encodes what
+/// was handed over and sends every batch, within the export timeout, then ends.
+public final class OTLPTraceExporter: Service, Sendable {
+    public let configuration: OTLPExportConfiguration
+    let logger: Logger
+    let seed: UInt64
+
+    typealias Passages = [(record: OutcomeRecord, passage: TraceBook.Passage)]
+
+    struct State {
+        /// Handed over, not yet encoded, and their spans.
+        var pending: Passages = []
+        var pendingSpans = 0
+        /// Encoded batches waiting to be sent, and their spans.
+        var ready = Deque<(body: ByteBuffer, spans: Int)>()
+        var queuedSpans = 0
+        var encoder: CheckedContinuation<Void, Never>?
+        var poster: CheckedContinuation<Void, Never>?
+        var stopping = false
+        /// The encoder has ended (stopping, everything handed over encoded).
+        var encoded = false
+        var exported = 0
+        var dropped = 0
+        var lastWarning: ContinuousClock.Instant?
+    }
+    let state = Mutex(State())
+
+    public init(configuration: OTLPExportConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        var seed: UInt64 = 0
+        while seed == 0 { seed = UInt64.random(in: .min ... .max) }
+        self.seed = seed
+    }
+
+    /// Spans the collector took (its answer was a success).
+    public var exported: Int { state.withLock { $0.exported } }
+    /// Spans lost: a queue full, or their POST given up.
+    public var dropped: Int { state.withLock { $0.dropped } }
+
+    /// Whether a trace's spans are recorded (the sampler: parent-based ones follow the caller's flag).
+    @inline(__always) func samples(_ trace: NotificationTrace) -> Bool {
+        configuration.sampler.samples(trace)
+    }
+
+    /// The spans ``OTLPSpanBatch/append(_:_:end:)`` writes for a passage.
+    static func spans(of passage: TraceBook.Passage) -> Int {
+        (passage.trace.enqueuedAt == nil ? 0 : 1) + 1 + passage.steps.count + (passage.handed == nil ? 0 : 1)
+    }
+
+    /// Hands these notifications' passages to the encoder (the sampled ones), or drops them when
+    /// `maxQueuedSpans` wait already.
+    func write(_ taken: Passages) {
+        var spans = 0, sampled = 0
+        for (_, passage) in taken where samples(passage.trace) {
+            spans += Self.spans(of: passage)
+            sampled += 1
+        }
+        guard sampled > 0 else { return }
+        let wake = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard s.pendingSpans + spans <= configuration.maxQueuedSpans else {
+                lose(spans, "the encoder's queue is full (\(configuration.maxQueuedSpans) spans: spans come faster than they are written)", &s)
+                return nil
+            }
+            // Each passage carries its end (when its outcome was taken): the encoder writes later.
+            if sampled == taken.count && s.pending.isEmpty {
+                s.pending = taken
+            } else {
+                for item in taken where samples(item.passage.trace) { s.pending.append(item) }
+            }
+            s.pendingSpans += spans
+            defer { s.encoder = nil }
+            return s.encoder
+        }
+        wake?.resume()
+    }
+
+    private func lose(_ spans: Int, _ why: String, _ s: inout State) {
+        s.dropped += spans
+        let now = ContinuousClock.now
+        if let last = s.lastWarning, last.duration(to: now) < .seconds(10) { return }
+        s.lastWarning = now
+        logger.warning("tracing: \(spans) notification spans not exported to \(configuration.endpoint): \(why); \(s.dropped) dropped so far")
+    }
+
+    public func run() async throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let ca = configuration.certificateFile { tls.trustRoots = .file(ca) }
+        if let cert = configuration.clientCertificateFile, let key = configuration.clientKeyFile {
+            tls.certificateChain = try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) }
+            tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+        }
+        var http = HTTPClient.Configuration(tlsConfiguration: tls)
+        http.connectionPool.idleTimeout = .seconds(60)
+        http.redirectConfiguration = .disallow
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http, backgroundActivityLogger: logger)
+        await withGracefulShutdownHandler {
+            async let encoding: Void = self.encode()
+            while let (body, spans) = await self.next() { await self.post(body, spans: spans, with: client) }
+            await encoding
+        } onGracefulShutdown: {
+            let (encoder, poster) = self.state.withLock { s in
+                s.stopping = true
+                defer { (s.encoder, s.poster) = (nil, nil) }
+                return (s.encoder, s.poster)
+            }
+            encoder?.resume()
+            poster?.resume()
+        }
+        try await client.shutdown()
+    }
+
+    /// The encoder: writes what is handed over into the open batch, which goes to the poster when
+    /// full, when `scheduleDelay` old, or when the service stops.
+    func encode() async {
+        var batch = OTLPSpanBatch(resource: configuration.resource, scope: "herald", version: "1", seed: seed)
+        var openedAt: ContinuousClock.Instant?
+        func close() {
+            guard batch.count > 0 else { return }
+            let (body, spans) = batch.take()
+            openedAt = nil
+            let wake = state.withLock { s -> CheckedContinuation<Void, Never>? in
+                guard s.queuedSpans + spans <= configuration.maxQueuedSpans else {
+                    lose(spans, "the export queue is full (\(configuration.maxQueuedSpans) spans: the collector is slower than the spans come)", &s)
+                    return nil
+                }
+                s.ready.append((body, spans))
+                s.queuedSpans += spans
+                defer { s.poster = nil }
+                return s.poster
+            }
+            wake?.resume()
+        }
+        while true {
+            enum Step { case encode(Passages), stop, sleep, wait }
+            let step: Step = state.withLock { s in
+                if !s.pending.isEmpty {
+                    var taken: Passages = []
+                    swap(&taken, &s.pending)
+                    s.pendingSpans = 0
+                    return .encode(taken)
+                }
+                if s.stopping { return .stop }
+                return openedAt == nil ? .wait : .sleep
+            }
+            switch step {
+            case .encode(let passages):
+                for (record, passage) in passages {
+                    if openedAt == nil { openedAt = .now }
+                    batch.append(record, passage, end: passage.ended ?? Duration.sinceEpochNanoseconds)
+                    if batch.count >= configuration.maxBatchSpans { close() }
+                }
+                if let opened = openedAt, opened.duration(to: .now) >= configuration.scheduleDelay { close() }
+            case .stop:
+                close()
+                let poster = state.withLock { s in
+                    s.encoded = true
+                    defer { s.poster = nil }
+                    return s.poster
+                }
+                poster?.resume()
+                return
+            case .sleep:
+                // A batch is open: look again shortly, and close it once it is old enough.
+                if let opened = openedAt, opened.duration(to: .now) >= configuration.scheduleDelay {
+                    close()
+                } else {
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            case .wait:
+                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                    let now = state.withLock { s -> Bool in
+                        if !s.pending.isEmpty || s.stopping { return true }
+                        s.encoder = c
+                        return false
+                    }
+                    if now { c.resume() }
+                }
+            }
+        }
+    }
+
+    /// The next batch to send; nil once the service stops and everything encoded was taken.
+    func next() async -> (body: ByteBuffer, spans: Int)? {
+        while true {
+            enum Step { case take((body: ByteBuffer, spans: Int)), done, wait }
+            let step: Step = state.withLock { s in
+                if let first = s.ready.popFirst() {
+                    s.queuedSpans -= first.spans
+                    return .take(first)
+                }
+                return s.encoded ? .done : .wait
+            }
+            switch step {
+            case .take(let batch): return batch
+            case .done: return nil
+            case .wait:
+                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                    let now = state.withLock { s -> Bool in
+                        if !s.ready.isEmpty || s.encoded { return true }
+                        s.poster = c
+                        return false
+                    }
+                    if now { c.resume() }
+                }
+            }
+        }
+    }
+
+    /// One batch to the collector, retried while OTLP says a retry may work and the export
+    /// timeout allows.
+    func post(_ body: ByteBuffer, spans: Int, with client: HTTPClient) async {
+        var request = HTTPClientRequest(url: configuration.endpoint)
+        request.method = .POST
+        for (name, value) in configuration.headers { request.headers.add(name: name, value: value) }
+        request.headers.replaceOrAdd(name: "Content-Type", value: "application/x-protobuf")
+        request.headers.replaceOrAdd(name: "User-Agent", value: "herald")
+        request.body = .bytes(body)
+        let deadline = ContinuousClock.now.advanced(by: configuration.exportTimeout)
+        var pause = Duration.milliseconds(100)
+        while true {
+            let problem: String
+            var retryable = true
+            let left = ContinuousClock.now.duration(to: deadline)
+            do {
+                let timeout = TimeAmount.nanoseconds(max(1, min(left, configuration.timeout).nanoseconds))
+                let response = try await client.execute(request, timeout: timeout, logger: logger)
+                _ = try? await response.body.collect(upTo: 1 << 20)
+                let status = Int(response.status.code)
+                if (200...299).contains(status) {
+                    state.withLock { $0.exported += spans }
+                    return
+                }
+                problem = "the collector answered HTTP \(status)"
+                retryable = [429, 502, 503, 504].contains(status)
+            } catch {
+                problem = "no answer from the collector (\(error))"
+            }
+            let stopping = state.withLock { $0.stopping }
+            if !retryable || ContinuousClock.now.advanced(by: pause) >= deadline || (stopping && pause > .seconds(1)) {
+                state.withLock { lose(spans, problem, &$0) }
+                return
+            }
+            try? await Task.sleep(for: pause)
+            pause *= 2
+        }
+    }
+}
+
+extension Duration {
+    fileprivate var nanoseconds: Int64 {
+        let (s, a) = components
+        return s &* 1_000_000_000 &+ a / 1_000_000_000
+    }
+}
+
+/// Where and how ``OTLPTraceExporter`` sends, read from OpenTelemetry's standard variables.
+public struct OTLPExportConfiguration: Sendable {
+    public var endpoint = "http://localhost:4318/v1/traces"
+    public var headers: [(String, String)] = []
+    /// One POST's limit (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s).
+    public var timeout: Duration = .seconds(10)
+    /// A batch's limit, retries included (`OTEL_BSP_EXPORT_TIMEOUT`, 30 s).
+    public var exportTimeout: Duration = .seconds(30)
+    /// How long a batch stays open before it is sent however few spans it holds (`OTEL_BSP_SCHEDULE_DELAY`, 5 s).
+    public var scheduleDelay: Duration = .seconds(5)
+    /// Spans per POST (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`; Herald's default 8,192, about 1 MiB).
+    public var maxBatchSpans = 8192
+    /// Spans waiting to be sent at most (`OTEL_BSP_MAX_QUEUE_SIZE`; Herald's default 131,072, about 16 MiB).
+    public var maxQueuedSpans = 131_072
+    public var sampler = Sampler.parentBased(.alwaysOn)
+    /// The resource's attributes: `service.name` first.
+    public var resource: [(String, String)] = [("service.name", "herald")]
+    public var certificateFile: String?
+    public var clientCertificateFile: String?
+    public var clientKeyFile: String?
+
+    public init() {}
+
+    /// OpenTelemetry's samplers (`OTEL_TRACES_SAMPLER`), for a notification's trace, whose parent
+    /// is always the caller's span.
+    public indirect enum Sampler: Sendable, Equatable {
+        case alwaysOn
+        case alwaysOff
+        /// A share of traces by their id (`traceidratio`): the id's last 8 bytes below the ratio of 2⁶³.
+        case ratio(Double)
+        /// The parent's sampled flag decides (a notification always has a parent).
+        case parentBased(Sampler)
+
+        public func samples(_ trace: NotificationTrace) -> Bool {
+            switch self {
+            case .alwaysOn: return true
+            case .alwaysOff: return false
+            case .parentBased: return trace.isSampled
+            case .ratio(let r):
+                if r >= 1 { return true }
+                if r <= 0 { return false }
+                let low = UInt64(trace.traceID.suffix(16), radix: 16) ?? 0
+                return low & 0x7FFF_FFFF_FFFF_FFFF < UInt64(r * 0x1p63)
+            }
+        }
+    }
+
+    /// The configuration the environment gives; nil when it asks for what this exporter does not
+    /// do (an exporter other than `otlp`, a protocol other than `http/protobuf`, compression):
+    /// the spans then go through the process's tracer. An error names a variable with a bad value.
+    public static func fromEnvironment(_ env: [String: String]) throws(OTLPConfigurationError) -> OTLPExportConfiguration? {
+        func value(_ key: String) -> String? {
+            guard let v = env[key]?.trimmingCharacters(in: .whitespaces), !v.isEmpty else { return nil }
+            return v
+        }
+        func signal(_ key: String) -> (name: String, value: String)? {
+            let own = "OTEL_EXPORTER_OTLP_TRACES_" + key, shared = "OTEL_EXPORTER_OTLP_" + key
+            if let v = value(own) { return (own, v) }
+            return value(shared).map { (shared, $0) }
+        }
+        func milliseconds(_ name: String, _ text: String) throws(OTLPConfigurationError) -> Duration {
+            guard let ms = Int(text), ms >= 0 else { throw OTLPConfigurationError(variable: name, value: text, expected: "milliseconds") }
+            return .milliseconds(ms)
+        }
+        var c = OTLPExportConfiguration()
+        let exporters = (value("OTEL_TRACES_EXPORTER") ?? "otlp").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard exporters == ["otlp"] else { return nil }
+        if let p = signal("PROTOCOL"), p.value != "http/protobuf" { return nil }
+        if let z = signal("COMPRESSION"), z.value.lowercased() != "none" { return nil }
+        if let e = value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            c.endpoint = e
+        } else if let e = value("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            c.endpoint = e.hasSuffix("/") ? e + "v1/traces" : e + "/v1/traces"
+        }
+        guard let url = URL(string: c.endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw OTLPConfigurationError(variable: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", value: c.endpoint, expected: "an http or https URL")
+        }
+        if let h = signal("HEADERS") {
+            c.headers = try pairs(h.value, variable: h.name)
+        }
+        if let t = signal("TIMEOUT") { c.timeout = try milliseconds(t.name, t.value) }
+        c.certificateFile = signal("CERTIFICATE")?.value
+        c.clientCertificateFile = signal("CLIENT_CERTIFICATE")?.value
+        c.clientKeyFile = signal("CLIENT_KEY")?.value
+        if (c.clientCertificateFile == nil) != (c.clientKeyFile == nil) {
+            throw OTLPConfigurationError(
+                variable: "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", value: c.clientCertificateFile ?? "", expected: "a certificate and a key (OTEL_EXPORTER_OTLP_CLIENT_KEY) together")
+        }
+        if let d = value("OTEL_BSP_SCHEDULE_DELAY") { c.scheduleDelay = try milliseconds("OTEL_BSP_SCHEDULE_DELAY", d) }
+        if let d = value("OTEL_BSP_EXPORT_TIMEOUT") { c.exportTimeout = try milliseconds("OTEL_BSP_EXPORT_TIMEOUT", d) }
+        for (key, path) in [("OTEL_BSP_MAX_QUEUE_SIZE", \OTLPExportConfiguration.maxQueuedSpans), ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", \.maxBatchSpans)] {
+            guard let text = value(key) else { continue }
+            guard let n = Int(text), n > 0 else { throw OTLPConfigurationError(variable: key, value: text, expected: "a positive number") }
+            c[keyPath: path] = n
+        }
+        c.maxBatchSpans = min(c.maxBatchSpans, c.maxQueuedSpans)
+        c.sampler = try sampler(value("OTEL_TRACES_SAMPLER"), argument: value("OTEL_TRACES_SAMPLER_ARG"))
+        var resource: [(String, String)] = []
+        if let attributes = value("OTEL_RESOURCE_ATTRIBUTES") { resource = try pairs(attributes, variable: "OTEL_RESOURCE_ATTRIBUTES") }
+        let name = value("OTEL_SERVICE_NAME") ?? resource.last { $0.0 == "service.name" }?.1 ?? "herald"
+        resource.removeAll { $0.0 == "service.name" }
+        c.resource = [("service.name", name)] + resource
+        return c
+    }
+
+    static func sampler(_ name: String?, argument: String?) throws(OTLPConfigurationError) -> Sampler {
+        func ratio() throws(OTLPConfigurationError) -> Double {
+            guard let argument else { return 1 }
+            guard let r = Double(argument), (0...1).contains(r) else {
+                throw OTLPConfigurationError(variable: "OTEL_TRACES_SAMPLER_ARG", value: argument, expected: "a ratio from 0 to 1")
+            }
+            return r
+        }
+        switch name?.lowercased() ?? "parentbased_always_on" {
+        case "always_on": return .alwaysOn
+        case "always_off": return .alwaysOff
+        case "traceidratio": return .ratio(try ratio())
+        case "parentbased_always_on": return .parentBased(.alwaysOn)
+        case "parentbased_always_off": return .parentBased(.alwaysOff)
+        case "parentbased_traceidratio": return .parentBased(.ratio(try ratio()))
+        default:
+            throw OTLPConfigurationError(
+                variable: "OTEL_TRACES_SAMPLER", value: name ?? "",
+                expected: "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio")
+        }
+    }
+
+    /// `key=value,key=value`, values percent-decoded (W3C Baggage's format, as OpenTelemetry reads these variables).
+    static func pairs(_ text: String, variable: String) throws(OTLPConfigurationError) -> [(String, String)] {
+        var out: [(String, String)] = []
+        for item in text.split(separator: ",") {
+            let parts = item.split(separator: "=", maxSplits: 1)
+            let key = parts.first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            guard parts.count == 2, !key.isEmpty, let value = parts[1].trimmingCharacters(in: .whitespaces).removingPercentEncoding else {
+                throw OTLPConfigurationError(variable: variable, value: "…", expected: "key=value pairs separated by commas")
+            }
+            out.append((key, value))
+        }
+        return out
+    }
+}
+
+/// A variable with a value the exporter cannot use. The value is not repeated when it may hold a secret (headers).
+public struct OTLPConfigurationError: Error, CustomStringConvertible {
+    public let variable: String
+    public let value: String
+    public let expected: String
+    public var description: String { "\(variable)=\(value): expected \(expected)" }
+}
