@@ -117,20 +117,31 @@ public final class OTLPTraceExporter: Service, Sendable {
         http.connectionPool.idleTimeout = .seconds(60)
         http.redirectConfiguration = .disallow
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http, backgroundActivityLogger: logger)
-        await withGracefulShutdownHandler {
-            async let encoding: Void = self.encode()
-            while let (body, spans) = await self.next() { await self.post(body, spans: spans, with: client) }
-            await encoding
-        } onGracefulShutdown: {
-            let (encoder, poster) = self.state.withLock { s in
-                s.stopping = true
-                defer { (s.encoder, s.poster) = (nil, nil) }
-                return (s.encoder, s.poster)
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                async let encoding: Void = self.encode()
+                while let (body, spans) = await self.next() { await self.post(body, spans: spans, with: client) }
+                await encoding
+            } onGracefulShutdown: {
+                self.stop()
             }
-            encoder?.resume()
-            poster?.resume()
+        } onCancel: {
+            // The group is going down at once: what is held is tried once more (a cancelled POST
+            // fails at once and is counted), then the service ends.
+            self.stop()
         }
         try await client.shutdown()
+    }
+
+    /// Stopping: the encoder writes what was handed over and ends, the poster sends what is left.
+    func stop() {
+        let (encoder, poster) = state.withLock { s in
+            s.stopping = true
+            defer { (s.encoder, s.poster) = (nil, nil) }
+            return (s.encoder, s.poster)
+        }
+        encoder?.resume()
+        poster?.resume()
     }
 
     /// The encoder: writes what is handed over into the open batch, which goes to the poster when
@@ -260,7 +271,7 @@ public final class OTLPTraceExporter: Service, Sendable {
                 problem = "no answer from the collector (\(error))"
             }
             let stopping = state.withLock { $0.stopping }
-            if !retryable || ContinuousClock.now.advanced(by: pause) >= deadline || (stopping && pause > .seconds(1)) {
+            if !retryable || Task.isCancelled || ContinuousClock.now.advanced(by: pause) >= deadline || (stopping && pause > .seconds(1)) {
                 state.withLock { lose(spans, problem, &$0) }
                 return
             }

@@ -252,6 +252,20 @@ struct OTLPExporterTests {
         #expect(exporter.exported == 0 && exporter.dropped == 120 * 4 + 40)
     }
 
+    @Test("the exporter's task cancelled (its group going down at once) with spans held and no collector: it ends at once, every span counted dropped")
+    func cancelled() async throws {
+        var c = configuration(port: try freePort())
+        c.scheduleDelay = .seconds(60)
+        let exporter = OTLPTraceExporter(configuration: c, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let task = Task { try await exporter.run() }
+        _ = try await run(100, into: exporter, queuedAt: Duration.sinceEpochMilliseconds)
+        let start = ContinuousClock.now
+        task.cancel()
+        try await task.value
+        #expect(ContinuousClock.now - start < .seconds(5), "\(ContinuousClock.now - start)")
+        #expect(exporter.exported == 0 && exporter.dropped == 40 * 4 + 13)
+    }
+
     @Test("a collector that stalls while spans keep coming: the queue holds at most its bound, the rest are dropped and counted, the pipeline is not held, and every span is either exported or dropped", .enabled(if: interopVenvPossible))
     func boundedWhileStalled() async throws {
         let dir = temporaryDirectory()
