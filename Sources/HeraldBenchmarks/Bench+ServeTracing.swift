@@ -3,13 +3,13 @@ import HeraldCore
 import HeraldJSON
 import HeraldKit
 import HeraldService
+import HeraldTracing
 import Hummingbird
 import Logging
 import NIOCore
 import OTel
 import ServiceLifecycle
 import Synchronization
-import HeraldTracing
 import Tracing
 
 /// `herald bench serve --tracing` (issue 31): the service on the same POSTs with tracing off and

@@ -160,8 +160,7 @@ public final class HeraldService: Sendable {
         }
         // The intake's observers come last: observers before them can still map sequence numbers to ids.
         let book = configuration.tracing ? TraceBook() : nil
-        let spans: [any OutcomeObserver] =
-            book.map { book in [configuration.spanExporter.map { NotificationSpans(book: book, exporter: $0) } ?? NotificationSpans(book: book)] } ?? []
+        let spans: [any OutcomeObserver] = book.map { [NotificationSpans(book: $0, exporter: configuration.spanExporter)] } ?? []
         ledger = OutcomeLedger(
             observers: [outcomes] + spans + observers + (webhook.map { [$0] } ?? []) + intake.observers, traceBook: book)
         metricsFactory = factory

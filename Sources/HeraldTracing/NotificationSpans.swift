@@ -36,10 +36,10 @@ public final class NotificationSpans: OutcomeObserver {
         exporter = nil
     }
 
-    /// The spans written into `exporter`'s batches.
-    public init(book: TraceBook, exporter: OTLPTraceExporter) {
+    /// The spans written into `exporter`'s batches; with none, made on the global tracer.
+    public init(book: TraceBook, exporter: OTLPTraceExporter?) {
         self.book = book
-        tracer = NoOpTracer()
+        tracer = exporter == nil ? InstrumentationSystem.tracer : NoOpTracer()
         self.exporter = exporter
     }
 
@@ -50,7 +50,7 @@ public final class NotificationSpans: OutcomeObserver {
             exporter.write(taken)
             return
         }
-        let now = EpochInstant(nanoseconds: Duration.sinceEpochNanoseconds)
+        let now = Duration.sinceEpochNanoseconds
         // A POST's notifications share its traceparent: read once per run of them.
         var last: (traceparent: String, context: ServiceContext)?
         for (record, passage) in taken {
@@ -63,7 +63,7 @@ public final class NotificationSpans: OutcomeObserver {
                 last = (passage.trace.traceparent, context)
                 parent = context
             }
-            spans(record, passage, parent: parent, end: now)
+            spans(record, passage, parent: parent, end: EpochInstant(nanoseconds: passage.ended ?? now))
         }
     }
 

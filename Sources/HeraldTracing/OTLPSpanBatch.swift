@@ -43,8 +43,6 @@ struct OTLPSpanBatch {
         idState = seed
     }
 
-    var byteCount: Int { spans.count }
-
     /// The request holding every span written, and a fresh start.
     mutating func take() -> (body: ByteBuffer, spans: Int) {
         let body = Self.request(resource: resource, scope: scope, spans: spans.written)
@@ -101,6 +99,11 @@ struct OTLPSpanBatch {
             parent: UInt64(trace.parentID, radix: 16) ?? 0)
         lastParent = (trace.traceparent, ids)
         return ids
+    }
+
+    /// The spans ``append(_:_:end:)`` writes for a passage.
+    static func spans(of passage: TraceBook.Passage) -> Int {
+        (passage.trace.enqueuedAt == nil ? 0 : 1) + 1 + passage.steps.count + (passage.handed == nil ? 0 : 1)
     }
 
     /// One notification's spans, ending now (`end`, nanoseconds since the UNIX epoch): its queue

@@ -66,17 +66,12 @@ public final class OTLPTraceExporter: Service, Sendable {
         configuration.sampler.samples(trace)
     }
 
-    /// The spans ``OTLPSpanBatch/append(_:_:end:)`` writes for a passage.
-    static func spans(of passage: TraceBook.Passage) -> Int {
-        (passage.trace.enqueuedAt == nil ? 0 : 1) + 1 + passage.steps.count + (passage.handed == nil ? 0 : 1)
-    }
-
     /// Hands these notifications' passages to the encoder (the sampled ones), or drops them when
     /// `maxQueuedSpans` wait already.
     func write(_ taken: Passages) {
         var spans = 0, sampled = 0
         for (_, passage) in taken where samples(passage.trace) {
-            spans += Self.spans(of: passage)
+            spans += OTLPSpanBatch.spans(of: passage)
             sampled += 1
         }
         guard sampled > 0 else { return }
@@ -165,6 +160,9 @@ public final class OTLPTraceExporter: Service, Sendable {
             }
             wake?.resume()
         }
+        func closeIfDue() {
+            if let opened = openedAt, opened.duration(to: .now) >= configuration.scheduleDelay { close() }
+        }
         while true {
             enum Step { case encode(Passages), stop, sleep, wait }
             let step: Step = state.withLock { s in
@@ -184,7 +182,7 @@ public final class OTLPTraceExporter: Service, Sendable {
                     batch.append(record, passage, end: passage.ended ?? Duration.sinceEpochNanoseconds)
                     if batch.count >= configuration.maxBatchSpans { close() }
                 }
-                if let opened = openedAt, opened.duration(to: .now) >= configuration.scheduleDelay { close() }
+                closeIfDue()
             case .stop:
                 close()
                 let poster = state.withLock { s in
@@ -195,22 +193,24 @@ public final class OTLPTraceExporter: Service, Sendable {
                 poster?.resume()
                 return
             case .sleep:
-                // A batch is open: look again shortly, and close it once it is old enough.
-                if let opened = openedAt, opened.duration(to: .now) >= configuration.scheduleDelay {
-                    close()
-                } else {
-                    try? await Task.sleep(for: .milliseconds(5))
-                }
+                // A batch is open: close it once it is old enough; until then look again shortly.
+                closeIfDue()
+                if openedAt != nil { try? await Task.sleep(for: .milliseconds(5)) }
             case .wait:
-                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                    let now = state.withLock { s -> Bool in
-                        if !s.pending.isEmpty || s.stopping { return true }
-                        s.encoder = c
-                        return false
-                    }
-                    if now { c.resume() }
-                }
+                await park(\.encoder) { !$0.pending.isEmpty || $0.stopping }
             }
+        }
+    }
+
+    /// Waits in `slot` (the encoder's or the poster's) to be woken, unless `ready` holds already.
+    private func park(_ slot: WritableKeyPath<State, CheckedContinuation<Void, Never>?>, unless ready: (State) -> Bool) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if ready(s) { return true }
+                s[keyPath: slot] = c
+                return false
+            }
+            if now { c.resume() }
         }
     }
 
@@ -229,14 +229,7 @@ public final class OTLPTraceExporter: Service, Sendable {
             case .take(let batch): return batch
             case .done: return nil
             case .wait:
-                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                    let now = state.withLock { s -> Bool in
-                        if !s.ready.isEmpty || s.encoded { return true }
-                        s.poster = c
-                        return false
-                    }
-                    if now { c.resume() }
-                }
+                await park(\.poster) { !$0.ready.isEmpty || $0.encoded }
             }
         }
     }

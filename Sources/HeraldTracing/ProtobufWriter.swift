@@ -163,13 +163,6 @@ struct ProtobufWriter {
         count += length
     }
 
-    /// A field holding bytes already written as a message (its length known).
-    mutating func embedded(_ field: Int, _ message: UnsafeRawBufferPointer) {
-        tag(field, .lengthDelimited)
-        varint(UInt64(message.count))
-        append(message)
-    }
-
     /// The length of a varint.
     @inline(__always) static func size(ofVarint value: UInt64) -> Int {
         var v = value

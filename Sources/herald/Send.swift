@@ -144,7 +144,7 @@ struct Send: AsyncParsableCommand {
         do { tracing = try TracingSetup.fromEnvironment(logger: logger) } catch { throw error as? SetupError ?? SetupError("\(error)") }
         let services = (tracing?.services ?? []) + services
         let book = tracing.map { _ in TraceBook() }
-        let ledger = OutcomeLedger(observers: [writer] + (book.flatMap { b in tracing.map { [$0.spans(b)] } } ?? []) + observers, traceBook: book)
+        let ledger = OutcomeLedger(observers: [writer] + (book.map { [NotificationSpans(book: $0, exporter: tracing?.spanExporter)] } ?? []) + observers, traceBook: book)
         let pipeline: Pipeline
         let transport: any Transport
         let assembly: HeraldAssembly

@@ -23,11 +23,6 @@ struct TracingSetup {
     /// otherwise they are made on swift-otel's tracer too.
     let spanExporter: OTLPTraceExporter?
 
-    /// The observer that makes the notifications' spans of `book`.
-    func spans(_ book: TraceBook) -> NotificationSpans {
-        spanExporter.map { NotificationSpans(book: book, exporter: $0) } ?? NotificationSpans(book: book)
-    }
-
     /// Whether `environment` asks for traces.
     static func requested(_ environment: [String: String]) -> Bool {
         if environment["OTEL_SDK_DISABLED"]?.lowercased() == "true" { return false }

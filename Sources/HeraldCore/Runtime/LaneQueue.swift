@@ -60,10 +60,10 @@ public struct LaneQueue<Element: LaneCarrying> {
         return fastLane.popFirst()
     }
 
-    /// Whether a fast-lane item waits.
     /// Each lane's first element (the next it gives).
     @inlinable public var heads: (fast: Element?, bulk: Element?) { (fastLane.first, bulkLane.first) }
 
+    /// Whether a fast-lane item waits.
     @inlinable public var hasFast: Bool { !fastLane.isEmpty }
 
     /// The next fast-lane item, whatever waits in the bulk lane (whose turn this does not take).

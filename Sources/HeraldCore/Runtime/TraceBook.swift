@@ -8,9 +8,9 @@ import Synchronization
 ///
 /// An untraced request costs a look at its envelope as its batch enters and nothing after: a
 /// batch with no traced request in flight is not looked at again. A stage's work on a batch is
-/// noted once for the batch's traced requests together (they share a route until they part). Bounded: past `capacity`
-/// passages in flight, new ones are not noted (``overflowed`` counts them: their spans are lost,
-/// their notifications are not).
+/// noted once for the batch's traced requests together (they share a route until they part).
+/// Bounded: past `capacity` passages in flight, new ones are not noted (``overflowed`` counts
+/// them: their spans are lost, their notifications are not).
 public final class TraceBook: Sendable {
     /// One traced request's way through the pipeline. Times in nanoseconds since the UNIX epoch.
     public struct Passage: Sendable {
