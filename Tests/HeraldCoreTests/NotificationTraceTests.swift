@@ -105,6 +105,37 @@ struct NotificationTraceTests {
             #expect(p.steps.allSatisfy { $0.start >= p.entered && $0.end >= $0.start } && (p.handed ?? 0) >= p.steps.last!.end)
         }
     }
+
+    @Test("the trace book's routes: requests that part (one decided early, a batch split, a batch with an untraced request and another route's) each keep exactly the steps of the batches they were in")
+    func routesPart() throws {
+        let book = TraceBook()
+        let trace = try #require(NotificationTrace(traceparent: Self.parent))
+        func envelope(_ q: UInt64, traced: Bool = true) -> Envelope {
+            var r = request(UInt32(q))
+            if traced { r.trace = trace }
+            return Envelope(sequence: q, request: r)
+        }
+        let all = (0..<4).map { envelope(UInt64($0)) }
+        book.entered(all)
+        book.entered([envelope(10), envelope(11, traced: false)])
+        book.ran("a", all, from: 1, to: 2)
+        // Request 0 is decided by stage a; the rest go on.
+        let early = book.take([all[0].record(.accepted)])
+        book.ran("b", Array(all[1...]), from: 3, to: 4)
+        // The batch split: 1 alone, 2 and 3 together with the other batch's 10 and an untraced 11.
+        book.ran("c", [all[1]], from: 5, to: 6)
+        book.ran("c", [all[2], all[3], envelope(10), envelope(11, traced: false)], from: 7, to: 8)
+        book.handed([all[1], all[2], all[3], envelope(10)])
+        let rest = book.take([1, 2, 3, 10, 11].map { envelope($0).record(.accepted) })
+        #expect(book.inFlight == 0 && early.count == 1 && rest.count == 4, "the untraced request was never noted")
+        func steps(_ p: TraceBook.Passage) -> [String] { p.steps.map { "\($0.stage)\($0.start)" } }
+        #expect(steps(early[0].passage) == ["a1"] && early[0].passage.handed == nil)
+        let by = Dictionary(uniqueKeysWithValues: rest.map { ($0.record.sequence, $0.passage) })
+        #expect(by[1].map(steps) == ["a1", "b3", "c5"])
+        #expect(by[2].map(steps) == ["a1", "b3", "c7"] && by[3].map(steps) == ["a1", "b3", "c7"])
+        #expect(by[10].map(steps) == ["c7"], "the other batch's request: only what it was in")
+        #expect([1, 2, 3, 10].allSatisfy { by[$0]?.handed != nil })
+    }
 }
 
 /// What ``BoxTaker`` took.

@@ -68,14 +68,18 @@ public final class TraceBook: Sendable {
         let entered: Int64
         var steps: [Step]
         var handed: Int64?
+        /// The requests put on this route, in their batch's order.
+        let sequences: [UInt64]
+        /// Those of them since gone (decided, or forked onto a route of their own).
+        var departed = 0
         /// Requests in flight on this route.
-        var members: Int
+        var members: Int { sequences.count - departed }
 
-        init(entered: Int64, steps: [Step] = [], handed: Int64? = nil, members: Int) {
+        init(entered: Int64, steps: [Step] = [], handed: Int64? = nil, sequences: [UInt64]) {
             self.entered = entered
             self.steps = steps
             self.handed = handed
-            self.members = members
+            self.sequences = sequences
         }
     }
 
@@ -102,7 +106,7 @@ public final class TraceBook: Sendable {
         let now = Duration.sinceEpochNanoseconds
         let refused = book.withLock { b in
             let room = max(0, capacity - b.entries.count)
-            let route = Route(entered: now, members: min(room, new.count))
+            let route = Route(entered: now, sequences: new.prefix(room).map(\.0))
             for (sequence, trace, lane) in new.prefix(room) {
                 b.entries[sequence] = Entry(trace: trace, lane: lane, route: route)
             }
@@ -130,10 +134,16 @@ public final class TraceBook: Sendable {
     /// Notes `change` on the routes of the batch's traced requests. A route whose requests are not
     /// all in this batch (some were decided earlier, or a stage split the batch) is forked first:
     /// the requests here go on a copy that takes the change, the others keep the way they went.
+    /// The common case, a batch holding exactly one route's requests as they entered, costs one
+    /// look-up, not one per request.
     private func touch(_ batch: borrowing [Envelope], _ change: (Route) -> Void) {
         let traced = Self.tracedSequences(batch)
-        guard !traced.isEmpty else { return }
+        guard let first = traced.first else { return }
         book.withLock { b in
+            if let route = b.entries[first]?.route, route.departed == 0, route.sequences == traced {
+                change(route)
+                return
+            }
             // The routes met, each with its requests here (a batch mostly has one).
             var routes: [(route: Route, sequences: [UInt64])] = []
             for q in traced {
@@ -149,8 +159,8 @@ public final class TraceBook: Sendable {
                     change(route)
                     continue
                 }
-                let fork = Route(entered: route.entered, steps: route.steps, handed: route.handed, members: sequences.count)
-                route.members -= sequences.count
+                let fork = Route(entered: route.entered, steps: route.steps, handed: route.handed, sequences: sequences)
+                route.departed += sequences.count
                 change(fork)
                 for q in sequences { b.entries[q]?.route = fork }
             }
@@ -172,7 +182,7 @@ public final class TraceBook: Sendable {
             for r in records {
                 guard let entry = b.entries.removeValue(forKey: r.sequence) else { continue }
                 let route = entry.route
-                route.members -= 1
+                route.departed += 1
                 out.append((r, Passage(trace: entry.trace, lane: entry.lane, entered: route.entered, steps: route.steps, handed: route.handed, ended: now)))
             }
             held.store(b.entries.count, ordering: .relaxed)
