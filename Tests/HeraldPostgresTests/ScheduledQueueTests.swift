@@ -54,13 +54,20 @@ struct ScheduledQueueTests {
         #expect(try await queue.oldestWaiting() == nil)
         _ = try await queue.enqueueReturningIDs([Self.line(1, at: Self.nowMilliseconds() + 3_600_000)])
         #expect(try await queue.oldestWaiting() == nil, "a held row does not wait yet")
-        let before = Self.nowMilliseconds()
         let bulk = #"{"token":"\#(goodToken)","alert":"b","priority":5}"#
-        _ = try await queue.enqueueReturningIDs([bulk, bulk], placements: [.init(lane: .bulk, sendAt: nil), .init(lane: .bulk, sendAt: nil)])
+        let bulkIDs = try await queue.enqueueReturningIDs([bulk, bulk], placements: [.init(lane: .bulk, sendAt: nil), .init(lane: .bulk, sendAt: nil)])
         try await Task.sleep(for: .milliseconds(50))
-        _ = try await queue.enqueueReturningIDs([Self.line(4, at: nil)])
+        let fastIDs = try await queue.enqueueReturningIDs([Self.line(4, at: nil)])
+        // The rows' own times, as the database wrote them.
+        func enqueuedAt(_ ids: [Int64]) async throws -> Int64? {
+            let text = try await cluster.psql(
+                db, "SELECT (extract(epoch FROM min(enqueued_at)) * 1000)::bigint FROM notifications WHERE id IN (\(ids.map(String.init).joined(separator: ",")))")
+            return Int64(text)
+        }
+        let bulkAt = try #require(try await enqueuedAt(bulkIDs)), fastAt = try #require(try await enqueuedAt(fastIDs))
+        #expect(bulkAt < fastAt, "the bulk rows were queued first")
         let oldest = try #require(try await queue.oldestWaiting())
-        #expect(oldest >= before - 5 && oldest <= before + 45, "the bulk rows, queued first: \(oldest - before) ms after the start")
+        #expect(oldest == bulkAt, "the bulk rows' time, not the fast lane's later row: \(oldest) vs \(bulkAt) (fast \(fastAt))")
         // A claim of everything: none waits.
         var claim = try await queue.claim(limit: 10)
         #expect(claim.rows.count == 3)
