@@ -35,6 +35,8 @@ struct BenchServe: AsyncParsableCommand {
     @Option(help: "With --tracing: rounds of each, alternated (the best of each is compared).") var rounds = 3
     @Option(help: "With --tracing: who exports the notifications' spans: herald (Herald's OTLP writer, as herald serve runs) or swift-otel (every span on swift-otel's tracer).")
     var exporter = "herald"
+    @Option(help: "With --tracing: run only one side, traced or untraced (to profile it, as with perf record); no ratio then.")
+    var only = ""
 
     func run() async throws {
         if tracing { return try await runTracing() }

@@ -7,6 +7,8 @@ import HeraldTracing
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
+import NIOPosix
 import OTel
 import ServiceLifecycle
 import Synchronization
@@ -51,6 +53,7 @@ extension BenchServe {
         let backend = try OTel.makeTracingBackend(configuration: otel)
         InstrumentationSystem.bootstrap(backend.factory)
         guard ["herald", "swift-otel"].contains(exporter) else { throw BenchError("--exporter: herald or swift-otel") }
+        guard ["", "traced", "untraced"].contains(only) else { throw BenchError("--only: traced or untraced") }
         var own: OTLPTraceExporter?
         if exporter == "herald" {
             var c = OTLPExportConfiguration()
@@ -66,8 +69,8 @@ extension BenchServe {
 
         var off: [Double] = [], on: [Double] = []
         for _ in 0..<max(1, rounds) {
-            off.append(Double(count) / (try await Self.timeService(configuration, untraced, bodies: bodies, count: count, connections: connections)).seconds)
-            on.append(Double(count) / (try await Self.timeService(configuration, traced, bodies: bodies, count: count, connections: connections)).seconds)
+            if only != "traced" { off.append(Double(count) / (try await Self.timeService(configuration, untraced, bodies: bodies, count: count, connections: connections)).seconds) }
+            if only != "untraced" { on.append(Double(count) / (try await Self.timeService(configuration, traced, bodies: bodies, count: count, connections: connections)).seconds) }
         }
         await exporting.triggerGracefulShutdown()
         try await exporterTask.value
@@ -84,7 +87,7 @@ extension BenchServe {
         r.add("exporter", exporter)
         r.add("untraced_per_s", off, places: 0)
         r.add("traced_per_s", on, places: 0)
-        r.add("ratio_traced", best.on / best.off, places: 3)
+        r.add("ratio_traced", off.isEmpty || on.isEmpty ? 0 : best.on / best.off, places: 3)
         r.add("otlp_exports", collector.exports)
         r.add("otlp_mib", Double(collector.bytes) / 1_048_576, places: 1)
         r.add("spans_exported_by_herald", own?.exported ?? 0)
@@ -98,50 +101,71 @@ extension BenchServe {
 }
 
 /// An OTLP collector's HTTP side, for the benchmark: answers every `POST /v1/traces` with an
-/// empty `ExportTraceServiceResponse` (no bytes), counting exports and bytes.
+/// empty `ExportTraceServiceResponse` (no bytes), counting exports and bytes. A plain NIO server
+/// on an event loop of its own, reading the body as it comes and keeping none of it: a
+/// collector's work (decoding, storing) is done on another machine, and none of it should take
+/// the threads of the process being measured (Swift's cooperative pool).
 final class CollectorStandIn: Sendable {
     let port: Int
-    let task: Task<Void, any Error>
-    let group: ServiceGroup
+    let channel: any Channel
+    let group: MultiThreadedEventLoopGroup
     let counts: Counted
 
     var exports: Int { counts.counts.withLock { $0.exports } }
     var bytes: Int { counts.counts.withLock { $0.bytes } }
 
-    init(port: Int, task: Task<Void, any Error>, group: ServiceGroup, counts: Counted) {
+    init(port: Int, channel: any Channel, group: MultiThreadedEventLoopGroup, counts: Counted) {
         self.port = port
-        self.task = task
+        self.channel = channel
         self.group = group
         self.counts = counts
     }
 
     static func start() async throws -> CollectorStandIn {
         let counted = Counted()
-        let router = Router()
-        router.post("/v1/traces") { request, _ -> Response in
-            var request = request
-            let body = try await request.collectBody(upTo: 256 << 20)
-            counted.add(body.readableBytes)
-            return Response(status: .ok, headers: [.contentType: "application/x-protobuf"], body: .init(byteBuffer: ByteBuffer()))
-        }
-        let ports = AsyncStream<Int>.makeStream()
-        let quiet = Logger(label: "collector") { _ in SwiftLogNoOpLogHandler() }
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { ports.continuation.yield($0.localAddress?.port ?? 0) }, logger: quiet)
-        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: quiet)
-        let task = Task { try await group.run() }
-        var iterator = ports.stream.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw BenchError("the collector stand-in did not start") }
-        return CollectorStandIn(port: port, task: task, group: group, counts: counted)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1 << 16, initial: 1 << 18, maximum: 1 << 20))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Answer(counted))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        guard let port = channel.localAddress?.port else { throw BenchError("the collector stand-in did not start") }
+        return CollectorStandIn(port: port, channel: channel, group: group, counts: counted)
     }
 
     func stop() async {
-        await group.triggerGracefulShutdown()
-        _ = try? await task.value
+        try? await channel.close()
+        try? await group.shutdownGracefully()
     }
 
-    /// What the stand-in took (shared with its route's closure).
+    /// Counts a request's body and answers 200 when it ends.
+    final class Answer: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let counted: Counted
+        var bytes = 0
+
+        init(_ counted: Counted) { self.counted = counted }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head: bytes = 0
+            case .body(let part): bytes += part.readableBytes
+            case .end:
+                counted.add(bytes)
+                let head = HTTPResponseHead(version: .http1_1, status: .ok, headers: ["content-type": "application/x-protobuf", "content-length": "0"])
+                context.write(wrapOutboundOut(.head(head)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            }
+        }
+    }
+
+    /// What the stand-in took.
     final class Counted: Sendable {
         let counts = Mutex<(exports: Int, bytes: Int)>((0, 0))
         func add(_ bytes: Int) { counts.withLock { $0.exports += 1; $0.bytes += bytes } }

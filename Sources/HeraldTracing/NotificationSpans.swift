@@ -14,9 +14,10 @@ import Tracing
 /// - `herald.send`: from entering the pipeline to its outcome, with the outcome, its reason and
 ///   APNs' status as attributes (an error status for any outcome but accepted);
 ///   - one span per stage that worked on it (`herald.` and the stage's name: `herald.localize`,
-///     `herald.payload`…; the name again in the attribute `herald.stage`), its batch's time there;
+///     `herald.payload`…), its batch's time there;
 ///   - `apns.request` (client): from the transport taking it to APNs' answer, with the status,
-///     the reason, the `apns-id` and whether it may have been sent twice.
+///     the reason, the `apns-id` and whether it may have been sent twice (the outcome's kind is
+///     the send span's).
 ///
 /// The spans are made after the fact, with the times the book noted: nothing is done on the
 /// pipeline's path but the book's notes, and an untraced notification costs nothing here.
@@ -44,23 +45,24 @@ public final class NotificationSpans: OutcomeObserver {
     }
 
     public func observe(_ records: [OutcomeRecord]) {
-        let taken = book.take(records)
-        guard !taken.isEmpty else { return }
         if let exporter {
-            exporter.write(taken)
+            // The passages are taken from the book by the exporter's encoder, on its own thread.
+            if !book.isEmpty { exporter.write(records, from: book) }
             return
         }
+        let taken = book.take(records)
+        guard !taken.isEmpty else { return }
         let now = Duration.sinceEpochNanoseconds
         // A POST's notifications share its traceparent: read once per run of them.
-        var last: (traceparent: String, context: ServiceContext)?
+        var last: (trace: NotificationTrace, context: ServiceContext)?
         for (record, passage) in taken {
             let parent: ServiceContext
-            if let last, last.traceparent == passage.trace.traceparent {
+            if let last, last.trace.sameContext(as: passage.trace) {
                 parent = last.context
             } else {
                 var context = ServiceContext.topLevel
                 tracer.extract(["traceparent": passage.trace.traceparent], into: &context, using: TextMapExtractor())
-                last = (passage.trace.traceparent, context)
+                last = (passage.trace, context)
                 parent = context
             }
             spans(record, passage, parent: parent, end: EpochInstant(nanoseconds: passage.ended ?? now))
@@ -82,7 +84,6 @@ public final class NotificationSpans: OutcomeObserver {
         Self.describe(record, passage, on: send)
         for step in passage.steps {
             let span = tracer.startSpan("herald.\(step.stage)", context: send.context, ofKind: .internal, at: EpochInstant(nanoseconds: step.start))
-            span.attributes["herald.stage"] = step.stage
             span.end(at: EpochInstant(nanoseconds: step.end))
         }
         if let handed = passage.handed {
@@ -106,11 +107,13 @@ public final class NotificationSpans: OutcomeObserver {
     static func answer(_ record: OutcomeRecord, on span: any Span) {
         if let apnsID = record.apnsID { span.attributes["apns.id"] = apnsID }
         if record.possibleDuplicate { span.attributes["herald.possible_duplicate"] = true }
-        outcome(record, on: span)
+        outcome(record, named: false, on: span)
     }
 
-    static func outcome(_ record: OutcomeRecord, on span: any Span) {
-        span.attributes["herald.outcome"] = record.outcome.kind.rawValue
+    /// The outcome's attributes and the span's status; `named`: with `herald.outcome` (the send
+    /// span; not again on APNs' answer under it).
+    static func outcome(_ record: OutcomeRecord, named: Bool = true, on span: any Span) {
+        if named { span.attributes["herald.outcome"] = record.outcome.kind.rawValue }
         switch record.outcome {
         case .accepted:
             span.setStatus(SpanStatus(code: .ok))

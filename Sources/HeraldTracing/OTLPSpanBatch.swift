@@ -11,25 +11,71 @@ import NIOCore
 /// One request holds one `ResourceSpans` (the process: `service.name` and the resource's other
 /// attributes) with one `ScopeSpans` (Herald's instrumentation scope) and the spans.
 struct OTLPSpanBatch {
-    /// The spans written so far, each a `ScopeSpans.spans` field (2).
-    private(set) var spans = ProtobufWriter(capacity: 1 << 16)
+    /// The request being written: room for its head (whose lengths are known only at the end),
+    /// then the spans, each a `ScopeSpans.spans` field (2). Handed over whole by ``take()``.
+    private var body: ByteBuffer
     private(set) var count = 0
     /// The `Resource` message's bytes.
     let resource: [UInt8]
     /// The `InstrumentationScope` message's bytes.
     let scope: [UInt8]
+    /// The bytes kept in front of the spans for the request's head: its most.
+    let headRoom: Int
     /// Span ids: SplitMix64 over a random seed (the W3C rule: random, never zero).
-    private var idState: UInt64
-    /// One span's fields, written here before they go into `spans` behind their length.
-    private var scratch = ProtobufWriter(capacity: 1024)
-    /// The last traceparent read, and its ids (a POST's notifications share one).
-    private var lastParent: (traceparent: String, ids: Ids)?
+    private var idState: SeededGenerator
+    /// One notification's spans, written here, then into `body` in one copy.
+    private var scratch = ProtobufWriter(capacity: 4096)
+    /// The spans the notifications of one run (one route, one traceparent, one enqueued-at)
+    /// write alike but for their ids, written once for the run.
+    private var shared: Shared?
 
     /// A trace id (two halves) and a parent span id, as numbers (written most significant byte first).
     struct Ids {
         var traceHigh: UInt64
         var traceLow: UInt64
         var parent: UInt64
+    }
+
+    /// A run's queue wait and stage spans, framed, with where each one's ids go: every
+    /// notification of the run copies them and puts in its own span ids (and, for the stages,
+    /// its send span's id as their parent).
+    final class Shared {
+        let route: TraceBook.Route
+        let trace: NotificationTrace
+        /// The route's times (read once: it no longer changes).
+        let entered: Int64
+        let handed: Int64?
+        /// `herald.queue.wait` (empty when it was not queued) and where its span id goes.
+        let wait: [UInt8]
+        let waitID: Int
+        /// Each stage's span, one after another, and where each one's span id goes (its parent's 10 bytes on).
+        let stages: [UInt8]
+        let stageIDs: [Int]
+
+        /// Writes them for `passage`'s run.
+        init(_ passage: TraceBook.Passage) {
+            route = passage.route
+            trace = passage.trace
+            entered = route.entered
+            handed = route.handed
+            let ids = OTLPSpanBatch.ids(of: trace)
+            var w = ProtobufWriter(capacity: 1024)
+            if let queued = trace.enqueuedAt {
+                waitID = OTLPSpanBatch.span(into: &w, ids, 0, "herald.queue.wait", .consumer, from: min(queued &* 1_000_000, entered), to: entered) { _ in }
+                wait = w.bytes
+            } else {
+                (waitID, wait) = (0, [])
+            }
+            w.removeAll()
+            var child = ids
+            child.parent = 0
+            stageIDs = route.steps.map { OTLPSpanBatch.stageSpan(into: &w, child, 0, $0.stage, from: $0.start, to: $0.end) }
+            stages = w.bytes
+        }
+
+        func fits(_ passage: TraceBook.Passage) -> Bool {
+            passage.route === route && passage.trace == trace
+        }
     }
 
     init(resource attributes: [(String, String)], scope: String, version: String, seed: UInt64) {
@@ -40,22 +86,37 @@ struct OTLPSpanBatch {
         s.string(1, scope)
         s.string(2, version)
         self.scope = s.bytes
-        idState = seed
+        // Two tags and lengths for each of ResourceSpans, Resource, ScopeSpans and the scope.
+        headRoom = 4 * (1 + 5) + resource.count + self.scope.count
+        body = Self.fresh(headRoom: headRoom, capacity: 1 << 16)
+        idState = SeededGenerator(seed: seed)
+    }
+
+    private static func fresh(headRoom: Int, capacity: Int) -> ByteBuffer {
+        var b = ByteBufferAllocator().buffer(capacity: headRoom + capacity)
+        b.moveWriterIndex(forwardBy: headRoom)
+        b.moveReaderIndex(forwardBy: headRoom)
+        return b
     }
 
     /// The request holding every span written, and a fresh start.
     mutating func take() -> (body: ByteBuffer, spans: Int) {
-        let body = Self.request(resource: resource, scope: scope, spans: spans.written)
-        let taken = count
-        spans.removeAll()
+        let head = Self.head(resource: resource, scope: scope, spans: body.readableBytes)
+        let start = headRoom - head.count
+        body.setBytes(head.written, at: start)
+        body.moveReaderIndex(to: start)
+        let taken = (body, count)
+        // The next batch is likely as big as this one: room for it at once.
+        body = Self.fresh(headRoom: headRoom, capacity: max(1 << 16, taken.0.readableBytes))
         count = 0
-        return (body, taken)
+        return taken
     }
 
-    /// `ExportTraceServiceRequest { resource_spans { resource, scope_spans { scope, spans… } } }`.
-    static func request(resource: [UInt8], scope: [UInt8], spans: UnsafeRawBufferPointer) -> ByteBuffer {
+    /// `ExportTraceServiceRequest { resource_spans { resource, scope_spans { scope, spans… } } }`
+    /// up to the spans, for `spans` bytes of them.
+    static func head(resource: [UInt8], scope: [UInt8], spans: Int) -> ProtobufWriter {
         func framed(_ n: Int) -> Int { 1 + ProtobufWriter.size(ofVarint: UInt64(n)) + n }
-        let scopeSpans = framed(scope.count) + spans.count
+        let scopeSpans = framed(scope.count) + spans
         let resourceSpans = framed(resource.count) + framed(scopeSpans)
         var head = ProtobufWriter(capacity: 64 + resource.count + scope.count)
         head.tag(1, .lengthDelimited)
@@ -64,10 +125,7 @@ struct OTLPSpanBatch {
         head.tag(2, .lengthDelimited)
         head.varint(UInt64(scopeSpans))
         head.bytes(1, scope)
-        var body = ByteBufferAllocator().buffer(capacity: head.count + spans.count)
-        body.writeBytes(head.written)
-        body.writeBytes(spans)
-        return body
+        return head
     }
 
     /// OTLP's `Span.SpanKind`.
@@ -81,24 +139,14 @@ struct OTLPSpanBatch {
 
     mutating func nextSpanID() -> UInt64 {
         while true {
-            idState &+= 0x9E37_79B9_7F4A_7C15
-            var z = idState
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
-            if z != 0 { return z }
+            let id = idState.next()
+            if id != 0 { return id }
         }
     }
 
-    /// The trace and parent ids of `trace` (read once per run of one traceparent).
-    private mutating func ids(of trace: NotificationTrace) -> Ids {
-        if let last = lastParent, last.traceparent == trace.traceparent { return last.ids }
-        // Validated when the request was read: lowercase hex.
-        let ids = Ids(
-            traceHigh: UInt64(trace.traceID.prefix(16), radix: 16) ?? 0, traceLow: UInt64(trace.traceID.suffix(16), radix: 16) ?? 0,
-            parent: UInt64(trace.parentID, radix: 16) ?? 0)
-        lastParent = (trace.traceparent, ids)
-        return ids
+    /// The trace and parent ids of `trace`.
+    static func ids(of trace: NotificationTrace) -> Ids {
+        Ids(traceHigh: trace.traceHigh, traceLow: trace.traceLow, parent: trace.parentSpan)
     }
 
     /// The spans ``append(_:_:end:)`` writes for a passage.
@@ -109,78 +157,125 @@ struct OTLPSpanBatch {
     /// One notification's spans, ending now (`end`, nanoseconds since the UNIX epoch): its queue
     /// wait, its send with a span per stage and APNs' answer under it (``NotificationSpans``).
     mutating func append(_ record: OutcomeRecord, _ passage: TraceBook.Passage, end: Int64) {
-        var ids = ids(of: passage.trace)
-        let entered = passage.entered
-        if let queued = passage.trace.enqueuedAt {
-            begin(ids, nextSpanID(), "herald.queue.wait", .consumer, from: min(queued &* 1_000_000, entered), to: entered)
-            finish()
+        append([record], 0, passage, end: end)
+    }
+
+    /// ``append(_:_:end:)`` for `records[index]` (read where it is, not copied).
+    mutating func append(_ records: borrowing [OutcomeRecord], _ index: Int, _ passage: TraceBook.Passage, end: Int64) {
+        if shared?.fits(passage) != true { shared = Shared(passage) }
+        let shared = shared!
+        let ids = Self.ids(of: passage.trace)
+        scratch.removeAll()
+        var spans = 1
+        if !shared.wait.isEmpty {
+            scratch.append(shared.wait)
+            scratch.setBigEndian(nextSpanID(), at: shared.waitID)
+            spans += 1
         }
         let send = nextSpanID()
-        begin(ids, send, "herald.send", .internal, from: entered, to: end)
-        if let id = record.id { scratch.attribute(9, "herald.request.id", Int64(id)) }
-        if let app = record.app { scratch.attribute(9, "herald.app", app) }
-        scratch.attribute(9, "herald.lane", passage.lane.description)
-        scratch.attribute(9, "herald.sequence", Int64(clamping: record.sequence))
-        Self.outcome(record, into: &scratch)
-        finish()
-        ids.parent = send
-        for step in passage.steps {
-            scratch.removeAll()
-            head(ids, nextSpanID())
-            scratch.string(5, "herald.", step.stage)
-            times(.internal, from: step.start, to: step.end)
-            scratch.attribute(9, "herald.stage", step.stage)
-            finish()
+        let lane = passage.lane
+        span(ids, send, "herald.send", .internal, from: shared.entered, to: end) { w in
+            if let id = records[index].id { w.attribute(9, "herald.request.id", Int64(id)) }
+            if let app = records[index].app { w.attribute(9, "herald.app", app) }
+            w.attribute(9, "herald.lane", lane.description)
+            w.attribute(9, "herald.sequence", Int64(clamping: records[index].sequence))
+            Self.outcome(records[index].outcome, into: &w)
         }
-        if let handed = passage.handed {
-            begin(ids, nextSpanID(), "apns.request", .client, from: handed, to: max(end, handed))
-            if let apnsID = record.apnsID { scratch.attribute(9, "apns.id", apnsID) }
-            if record.possibleDuplicate { scratch.attribute(9, "herald.possible_duplicate", true) }
-            Self.outcome(record, into: &scratch)
-            finish()
+        if !shared.stages.isEmpty {
+            let at = scratch.count
+            scratch.append(shared.stages)
+            for offset in shared.stageIDs {
+                scratch.setBigEndian(nextSpanID(), at: at + offset)
+                scratch.setBigEndian(send, at: at + offset + 10)
+            }
+            spans += shared.stageIDs.count
         }
+        if let handed = shared.handed {
+            var child = ids
+            child.parent = send
+            span(child, nextSpanID(), "apns.request", .client, from: handed, to: max(end, handed)) { w in
+                if let apnsID = records[index].apnsID { w.attribute(9, "apns.id", apnsID) }
+                if records[index].possibleDuplicate { w.attribute(9, "herald.possible_duplicate", true) }
+                Self.outcome(records[index].outcome, named: false, into: &w)
+            }
+            spans += 1
+        }
+        body.writeBytes(scratch.written)
+        count += spans
     }
 
-    /// A `Span`'s first fields into the scratch: ids, name, kind, times.
-    private mutating func begin(_ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64) {
-        scratch.removeAll()
-        head(ids, spanID)
-        scratch.tag(5, .lengthDelimited)
-        scratch.varint(UInt64(name.utf8CodeUnitCount))
-        scratch.append(name)
-        times(kind, from: start, to: end)
+    /// A span into the scratch: see ``span(into:_:_:_:_:from:to:attributes:)``.
+    private mutating func span(
+        _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64, attributes: (inout ProtobufWriter) -> Void
+    ) {
+        Self.span(into: &scratch, ids, spanID, name, kind, from: start, to: end, attributes: attributes)
     }
+
+    /// A `Span` as a `ScopeSpans.spans` field: `trace_id` (1), `span_id` (2), `parent_span_id`
+    /// (4), `name` (5), `kind` (6), `start_time_unix_nano` (7), `end_time_unix_nano` (8), then
+    /// what `attributes` writes (attributes, 9; status, 15). Returns where its span id's bytes
+    /// are in `w` (its parent's are 10 bytes on).
+    @discardableResult
+    static func span(
+        into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64,
+        attributes: (inout ProtobufWriter) -> Void
+    ) -> Int {
+        var length = 0
+        w.message(2) { s in
+            let begin = s.count
+            head(into: &s, ids, spanID)
+            s.tag(5, .lengthDelimited)
+            s.varint(UInt64(name.utf8CodeUnitCount))
+            s.append(name)
+            times(into: &s, kind, from: start, to: end)
+            attributes(&s)
+            length = s.count - begin
+        }
+        return w.count - length + spanIDOffset
+    }
+
+    /// A stage's span, named `herald.` and the stage's name, as ``span(into:_:_:_:_:from:to:attributes:)``.
+    static func stageSpan(
+        into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ stage: String, from start: Int64, to end: Int64
+    ) -> Int {
+        var length = 0
+        w.message(2) { s in
+            let begin = s.count
+            head(into: &s, ids, spanID)
+            s.string(5, "herald.", stage)
+            times(into: &s, .internal, from: start, to: end)
+            length = s.count - begin
+        }
+        return w.count - length + spanIDOffset
+    }
+
+    /// Where a span's id is, from the start of its message: after the trace id's field (18
+    /// bytes) and its own field's tag and length.
+    static let spanIDOffset = 20
 
     /// `trace_id` (1), `span_id` (2), `parent_span_id` (4).
-    private mutating func head(_ ids: Ids, _ spanID: UInt64) {
-        scratch.tag(1, .lengthDelimited)
-        scratch.byte(16)
-        scratch.appendBigEndian(ids.traceHigh)
-        scratch.appendBigEndian(ids.traceLow)
-        scratch.bigEndian(2, spanID)
-        scratch.bigEndian(4, ids.parent)
+    private static func head(into s: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64) {
+        s.tag(1, .lengthDelimited)
+        s.byte(16)
+        s.appendBigEndian(ids.traceHigh)
+        s.appendBigEndian(ids.traceLow)
+        s.bigEndian(2, spanID)
+        s.bigEndian(4, ids.parent)
     }
 
     /// `kind` (6), `start_time_unix_nano` (7), `end_time_unix_nano` (8).
-    private mutating func times(_ kind: Kind, from start: Int64, to end: Int64) {
-        scratch.uint(6, kind.rawValue)
-        scratch.fixed64(7, UInt64(clamping: start))
-        scratch.fixed64(8, UInt64(clamping: end))
-    }
-
-    /// The span in the scratch, behind its tag and length, into the batch.
-    private mutating func finish() {
-        spans.tag(2, .lengthDelimited)
-        spans.varint(UInt64(scratch.count))
-        spans.append(scratch.written)
-        count += 1
+    private static func times(into s: inout ProtobufWriter, _ kind: Kind, from start: Int64, to end: Int64) {
+        s.uint(6, kind.rawValue)
+        s.fixed64(7, UInt64(clamping: start))
+        s.fixed64(8, UInt64(clamping: end))
     }
 
     /// The outcome's attributes and the span's `Status` (15): ok when accepted, an error with
-    /// APNs' status or Herald's reason otherwise, none when suppressed.
-    static func outcome(_ record: OutcomeRecord, into w: inout ProtobufWriter) {
-        w.attribute(9, "herald.outcome", record.outcome.kind.rawValue)
-        switch record.outcome {
+    /// APNs' status or Herald's reason otherwise, none when suppressed. `named`: with the
+    /// outcome's kind (`herald.outcome`: on the send span, not again on APNs' answer under it).
+    static func outcome(_ outcome: Outcome, named: Bool = true, into w: inout ProtobufWriter) {
+        if named { w.attribute(9, "herald.outcome", outcome.kind.rawValue) }
+        switch outcome {
         case .accepted:
             w.message(15) { $0.uint(3, 1) }
         case .rejected(let status):

@@ -4,6 +4,7 @@ import Foundation
 import HeraldCore
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 import Synchronization
@@ -28,12 +29,20 @@ public final class OTLPTraceExporter: Service, Sendable {
     let logger: Logger
     let seed: UInt64
 
-    typealias Passages = [(record: OutcomeRecord, passage: TraceBook.Passage)]
+    /// Outcomes as the ledger gave them (shared, not copied), the book their passages are in, and
+    /// when they were handed over (the spans' end).
+    struct Handed: Sendable {
+        let records: [OutcomeRecord]
+        let book: TraceBook
+        let ended: Int64
+    }
 
     struct State {
-        /// Handed over, not yet encoded, and their spans.
-        var pending: Passages = []
+        /// Handed over, not yet encoded, and their spans (the records times the spans a record
+        /// has made lately: the passages are taken from the book by the encoder).
+        var pending: [Handed] = []
         var pendingSpans = 0
+        var spansPerRecord = 8.0
         /// Encoded batches waiting to be sent, and their spans.
         var ready = Deque<(body: ByteBuffer, spans: Int)>()
         var queuedSpans = 0
@@ -66,34 +75,33 @@ public final class OTLPTraceExporter: Service, Sendable {
         configuration.sampler.samples(trace)
     }
 
-    /// Hands these notifications' passages to the encoder (the sampled ones), or drops them when
-    /// `maxQueuedSpans` wait already.
-    func write(_ taken: Passages) {
-        var spans = 0, sampled = 0
-        for (_, passage) in taken where samples(passage.trace) {
-            spans += OTLPSpanBatch.spans(of: passage)
-            sampled += 1
-        }
-        guard sampled > 0 else { return }
-        let wake = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard s.pendingSpans + spans <= configuration.maxQueuedSpans else {
-                lose(spans, "the encoder's queue is full (\(configuration.maxQueuedSpans) spans: spans come faster than they are written)", &s)
-                return nil
-            }
-            // Each passage carries its end (when its outcome was taken): the encoder writes later.
-            if sampled == taken.count && s.pending.isEmpty {
-                s.pending = taken
-            } else {
-                for item in taken where samples(item.passage.trace) { s.pending.append(item) }
-            }
+    /// Hands these outcomes to the encoder, which takes their passages from `book` and writes
+    /// the sampled ones' spans; or, when `maxQueuedSpans` wait already, takes the passages here
+    /// and drops them. Nothing else is done on the outcome observers' path: the book's work is
+    /// the encoder's, on its own thread.
+    func write(_ records: [OutcomeRecord], from book: TraceBook) {
+        let handed = Handed(records: records, book: book, ended: Duration.sinceEpochNanoseconds)
+        let (queued, wake) = state.withLock { s -> (Bool, CheckedContinuation<Void, Never>?) in
+            let spans = Int((Double(records.count) * s.spansPerRecord).rounded(.up))
+            guard s.pendingSpans + spans <= configuration.maxQueuedSpans else { return (false, nil) }
+            s.pending.append(handed)
             s.pendingSpans += spans
             defer { s.encoder = nil }
-            return s.encoder
+            return (true, s.encoder)
         }
-        wake?.resume()
+        if queued {
+            wake?.resume()
+            return
+        }
+        var spans = 0
+        for (_, passage) in book.passages(of: records, at: handed.ended) where samples(passage.trace) { spans += OTLPSpanBatch.spans(of: passage) }
+        guard spans > 0 else { return }
+        state.withLock {
+            lose(spans, "the encoder's queue is full (\(configuration.maxQueuedSpans) spans: spans come faster than they are written)", &$0)
+        }
     }
 
-    private func lose(_ spans: Int, _ why: String, _ s: inout State) {
+    fileprivate func lose(_ spans: Int, _ why: String, _ s: inout State) {
         s.dropped += spans
         let now = ContinuousClock.now
         if let last = s.lastWarning, last.duration(to: now) < .seconds(10) { return }
@@ -111,10 +119,15 @@ public final class OTLPTraceExporter: Service, Sendable {
         var http = HTTPClient.Configuration(tlsConfiguration: tls)
         http.connectionPool.idleTimeout = .seconds(60)
         http.redirectConfiguration = .disallow
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http, backgroundActivityLogger: logger)
+        // Its own event loop and thread: a megabyte per export written on the event loops that
+        // serve the process's own connections (Hummingbird's, the shared group) would hold them up.
+        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = HTTPClient(eventLoopGroup: loop, configuration: http, backgroundActivityLogger: logger)
+        let thread = NIOThreadPool(numberOfThreads: 1)
+        thread.start()
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
-                async let encoding: Void = self.encode()
+                async let encoding: Void = self.encode(on: thread)
                 while let (body, spans) = await self.next() { await self.post(body, spans: spans, with: client) }
                 await encoding
             } onGracefulShutdown: {
@@ -126,6 +139,8 @@ public final class OTLPTraceExporter: Service, Sendable {
             self.stop()
         }
         try await client.shutdown()
+        try await thread.shutdownGracefully()
+        try await loop.shutdownGracefully()
     }
 
     /// Stopping: the encoder writes what was handed over and ends, the poster sends what is left.
@@ -140,51 +155,29 @@ public final class OTLPTraceExporter: Service, Sendable {
     }
 
     /// The encoder: writes what is handed over into the open batch, which goes to the poster when
-    /// full, when `scheduleDelay` old, or when the service stops.
-    func encode() async {
-        var batch = OTLPSpanBatch(resource: configuration.resource, scope: "herald", version: "1", seed: seed)
-        var openedAt: ContinuousClock.Instant?
-        func close() {
-            guard batch.count > 0 else { return }
-            let (body, spans) = batch.take()
-            openedAt = nil
-            let wake = state.withLock { s -> CheckedContinuation<Void, Never>? in
-                guard s.queuedSpans + spans <= configuration.maxQueuedSpans else {
-                    lose(spans, "the export queue is full (\(configuration.maxQueuedSpans) spans: the collector is slower than the spans come)", &s)
-                    return nil
-                }
-                s.ready.append((body, spans))
-                s.queuedSpans += spans
-                defer { s.poster = nil }
-                return s.poster
-            }
-            wake?.resume()
-        }
-        func closeIfDue() {
-            if let opened = openedAt, opened.duration(to: .now) >= configuration.scheduleDelay { close() }
-        }
+    /// full, when `scheduleDelay` old, or when the service stops. The writing is done on `thread`
+    /// (its own): it is steady work, and on Swift's cooperative pool (a thread per core) it would
+    /// hold a thread the pipeline's tasks wait for.
+    func encode(on thread: NIOThreadPool?) async {
+        let encoder = Encoder(self)
         while true {
-            enum Step { case encode(Passages), stop, sleep, wait }
+            enum Step { case encode([Handed]), stop, sleep, wait }
             let step: Step = state.withLock { s in
                 if !s.pending.isEmpty {
-                    var taken: Passages = []
+                    var taken: [Handed] = []
                     swap(&taken, &s.pending)
                     s.pendingSpans = 0
                     return .encode(taken)
                 }
                 if s.stopping { return .stop }
-                return openedAt == nil ? .wait : .sleep
+                return encoder.openedAt == nil ? .wait : .sleep
             }
             switch step {
-            case .encode(let passages):
-                for (record, passage) in passages {
-                    if openedAt == nil { openedAt = .now }
-                    batch.append(record, passage, end: passage.ended ?? Duration.sinceEpochNanoseconds)
-                    if batch.count >= configuration.maxBatchSpans { close() }
-                }
-                closeIfDue()
+            case .encode(let handed):
+                if let thread, (try? await thread.runIfActive({ encoder.write(handed) })) != nil { continue }
+                encoder.write(handed)
             case .stop:
-                close()
+                encoder.close()
                 let poster = state.withLock { s in
                     s.encoded = true
                     defer { s.poster = nil }
@@ -194,11 +187,69 @@ public final class OTLPTraceExporter: Service, Sendable {
                 return
             case .sleep:
                 // A batch is open: close it once it is old enough; until then look again shortly.
-                closeIfDue()
-                if openedAt != nil { try? await Task.sleep(for: .milliseconds(5)) }
+                encoder.closeIfDue()
+                if encoder.openedAt != nil { try? await Task.sleep(for: .milliseconds(5)) }
             case .wait:
                 await park(\.encoder) { !$0.pending.isEmpty || $0.stopping }
             }
+        }
+    }
+
+    /// The open batch, used by one caller at a time: the encoder's loop, or the job it waits for
+    /// on the encoder's thread.
+    final class Encoder: @unchecked Sendable {
+        let exporter: OTLPTraceExporter
+        var batch: OTLPSpanBatch
+        var openedAt: ContinuousClock.Instant?
+
+        init(_ exporter: OTLPTraceExporter) {
+            self.exporter = exporter
+            batch = OTLPSpanBatch(resource: exporter.configuration.resource, scope: "herald", version: "1", seed: exporter.seed)
+        }
+
+        /// These outcomes' passages (taken from their book) written into the batch, the sampled
+        /// ones, each full batch to the poster.
+        func write(_ handed: [Handed]) {
+            let most = exporter.configuration.maxBatchSpans
+            var records = 0, spans = 0
+            for h in handed {
+                records += h.records.count
+                for (index, passage) in h.book.passages(of: h.records, at: h.ended) where exporter.samples(passage.trace) {
+                    if openedAt == nil { openedAt = .now }
+                    let before = batch.count
+                    batch.append(h.records, index, passage, end: passage.ended ?? h.ended)
+                    spans += batch.count - before
+                    if batch.count >= most { close() }
+                }
+            }
+            if records > 0 {
+                let rate = Double(spans) / Double(records)
+                exporter.state.withLock { $0.spansPerRecord = max(rate, 0.01) }
+            }
+            closeIfDue()
+        }
+
+        func closeIfDue() {
+            if let opened = openedAt, opened.duration(to: .now) >= exporter.configuration.scheduleDelay { close() }
+        }
+
+        /// The open batch to the poster (or dropped, counted, when `maxQueuedSpans` wait to be sent).
+        func close() {
+            guard batch.count > 0 else { return }
+            let (body, spans) = batch.take()
+            openedAt = nil
+            let most = exporter.configuration.maxQueuedSpans
+            let wake = exporter.state.withLock { s -> CheckedContinuation<Void, Never>? in
+                guard s.queuedSpans + spans <= most else {
+                    exporter.lose(spans, "the export queue is full (\(most) spans: the collector is slower than the spans come)", &s)
+                    return nil
+                }
+                s.ready.append((body, spans))
+                s.queuedSpans += spans
+                defer { s.poster = nil }
+                return s.poster
+            }
+            wake?.resume()
         }
     }
 
@@ -322,8 +373,7 @@ public struct OTLPExportConfiguration: Sendable {
             case .ratio(let r):
                 if r >= 1 { return true }
                 if r <= 0 { return false }
-                let low = UInt64(trace.traceID.suffix(16), radix: 16) ?? 0
-                return low & 0x7FFF_FFFF_FFFF_FFFF < UInt64(r * 0x1p63)
+                return trace.traceLow & 0x7FFF_FFFF_FFFF_FFFF < UInt64(r * 0x1p63)
             }
         }
     }

@@ -80,6 +80,12 @@ struct ProtobufWriter {
         count += 8
     }
 
+    /// 8 bytes of `value`, most significant first, over those at `offset` (already written).
+    @inline(__always) mutating func setBigEndian(_ value: UInt64, at offset: Int) {
+        precondition(offset >= 0 && offset + 8 <= count)
+        (base + offset).storeBytes(of: value.bigEndian, as: UInt64.self)
+    }
+
     enum Wire: UInt8 {
         case varint = 0
         case fixed64 = 1

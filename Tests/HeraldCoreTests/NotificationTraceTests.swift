@@ -128,6 +128,7 @@ struct NotificationTraceTests {
         book.handed([all[1], all[2], all[3], envelope(10)])
         let rest = book.take([1, 2, 3, 10, 11].map { envelope($0).record(.accepted) })
         #expect(book.inFlight == 0 && early.count == 1 && rest.count == 4, "the untraced request was never noted")
+        #expect(book.routesHeld == 0, "no route held once every request was taken")
         func steps(_ p: TraceBook.Passage) -> [String] { p.steps.map { "\($0.stage)\($0.start)" } }
         #expect(steps(early[0].passage) == ["a1"] && early[0].passage.handed == nil)
         let by = Dictionary(uniqueKeysWithValues: rest.map { ($0.record.sequence, $0.passage) })
@@ -135,6 +136,56 @@ struct NotificationTraceTests {
         #expect(by[2].map(steps) == ["a1", "b3", "c7"] && by[3].map(steps) == ["a1", "b3", "c7"])
         #expect(by[10].map(steps) == ["c7"], "the other batch's request: only what it was in")
         #expect([1, 2, 3, 10].allSatisfy { by[$0]?.handed != nil })
+    }
+
+    @Test("the trace book over 200 seeds: batches noted, split, mixed and decided in random orders; each passage holds exactly the steps of the batches it was in, in order, and once all are taken the book holds no route", arguments: 0..<200)
+    func routesAtRandom(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        let book = TraceBook()
+        let trace = try #require(NotificationTrace(traceparent: Self.parent))
+        func envelope(_ q: UInt64) -> Envelope {
+            var r = request(UInt32(q))
+            if q % 7 != 3 { r.trace = trace }
+            return Envelope(sequence: q, request: r)
+        }
+        // The model: each traced request's steps while it is in the book.
+        var expected: [UInt64: [String]] = [:]
+        var live: [UInt64] = []
+        var next: UInt64 = 0
+        var taken: [UInt64: TraceBook.Passage] = [:]
+        for step in 0..<60 {
+            switch random.next() % 4 {
+            case 0:
+                // A batch enters.
+                let batch = (0..<(1 + random.next() % 6)).map { _ -> Envelope in
+                    defer { next += 1 }
+                    return envelope(next)
+                }
+                book.entered(batch)
+                for e in batch where e.request.trace != nil {
+                    expected[e.sequence] = []
+                    live.append(e.sequence)
+                }
+            case 1, 2:
+                // A stage (or the transport) works on a random choice of what is in flight, untraced ones mixed in.
+                guard !live.isEmpty else { continue }
+                let chosen = live.filter { _ in random.next() % 2 == 0 }.sorted()
+                let batch = (chosen + [next + 1_000]).map(envelope)
+                book.ran("s\(step)", batch, from: Int64(step), to: Int64(step))
+                for q in chosen { expected[q]?.append("s\(step)") }
+            default:
+                // Some outcomes come.
+                let done = live.filter { _ in random.next() % 3 == 0 }
+                for (record, passage) in book.take(done.map { envelope($0).record(.accepted) }) { taken[record.sequence] = passage }
+                live.removeAll { done.contains($0) }
+            }
+        }
+        for (record, passage) in book.take(live.map { envelope($0).record(.accepted) }) { taken[record.sequence] = passage }
+        #expect(book.inFlight == 0 && book.routesHeld == 0, "seed \(seed): every route let go")
+        #expect(Set(taken.keys) == Set(expected.keys), "seed \(seed): each traced request taken once")
+        for (q, passage) in taken {
+            #expect(passage.steps.map(\.stage) == expected[q], "seed \(seed), request \(q)")
+        }
     }
 }
 

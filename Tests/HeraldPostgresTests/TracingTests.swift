@@ -104,13 +104,13 @@ struct TracingTests {
         // The wait runs from the POST's queueing to the worker's taking it: after the POST began, before the send began.
         #expect(wait.start >= post.start - 1_000_000 && wait.end <= send.start + 1_000_000 && wait.end > wait.start)
         let children = caller.filter { $0.parentID == send.spanID }
-        let stages = children.filter { $0.name != "apns.request" }.compactMap { $0.attributes["herald.stage"] as? String }
+        let stages = children.filter { $0.name != "apns.request" }.map { $0.name.replacingOccurrences(of: "herald.", with: "") }
         #expect(stages == ["ingest", "localize", "payload", "size", "frame"].filter { stages.contains($0) } && stages.contains("payload"), "\(stages)")
         for stage in children where stage.name != "apns.request" {
-            #expect(stage.name == "herald." + (stage.attributes["herald.stage"] as? String ?? "?") && stage.start >= send.start && stage.end <= send.end)
+            #expect(stage.name.hasPrefix("herald.") && stage.start >= send.start && stage.end <= send.end)
         }
         let answer = try #require(children.first { $0.name == "apns.request" }, "\(names)")
-        #expect(answer.kind == 3 && answer.attributes["herald.outcome"] as? String == "accepted" && answer.end <= send.end && answer.start >= send.start)
+        #expect(answer.kind == 3 && answer.status == 1 && answer.end <= send.end && answer.start >= send.start)
         #expect(Set(caller.map(\.traceID)).count == 1 && caller.count == 3 + children.count, "nothing else in the caller's trace: \(names)")
 
         // The second request's own trace: its queue wait and send are children of its own parent span.

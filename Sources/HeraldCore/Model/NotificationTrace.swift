@@ -5,13 +5,21 @@ import HeraldJSON
 /// spans continue wherever it is sent from (another process, another host: a queue row carries
 /// it in its text), and when it was queued, where its queue wait starts.
 ///
-/// The request line's keys `traceparent` and `enqueued-at`. Herald's model holds it as text and
-/// makes no span itself: `HeraldTracing` turns a notification's passage into spans on whatever
-/// swift-distributed-tracing tracer the process set up.
+/// The request line's keys `traceparent` and `enqueued-at`. Herald's model holds the context as
+/// its numbers (every request of a traced `POST` carries one: a copy is a few words, no shared
+/// text whose count threads would contend for) and makes no span itself: `HeraldTracing` turns a
+/// notification's passage into spans on whatever swift-distributed-tracing tracer the process
+/// set up, or writes them into OTLP itself.
 public struct NotificationTrace: Sendable, Hashable {
-    /// `version-traceid-parentid-flags`, lowercase hex, as W3C Trace Context writes it
-    /// (`00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`); validated.
-    public let traceparent: String
+    /// The trace id's 16 bytes as two numbers, the first half (most significant byte first) in `traceHigh`.
+    public let traceHigh: UInt64
+    public let traceLow: UInt64
+    /// The parent span's id (its 8 bytes, most significant first).
+    public let parentSpan: UInt64
+    /// The format's version (00; a later one's fields past these four are not kept).
+    public let version: UInt8
+    /// The trace flags (bit 0: sampled).
+    public let flags: UInt8
     /// When it was handed to a queue, in milliseconds since the UNIX epoch (the request's
     /// `enqueued-at`, written by the intake that queued it); nil when it was not queued.
     public var enqueuedAt: Int64?
@@ -20,35 +28,69 @@ public struct NotificationTrace: Sendable, Hashable {
     /// Context, level 1: two hex digits of version other than `ff`, 32 of trace id and 16 of
     /// parent id, neither all zeros, two of flags; a version above `00` may add fields).
     public init?(traceparent: String, enqueuedAt: Int64? = nil) {
-        guard Self.isValid(traceparent) else { return nil }
-        self.traceparent = traceparent
+        var text = traceparent
+        guard let parsed = text.withUTF8({ Self.parse($0) }) else { return nil }
+        (version, traceHigh, traceLow, parentSpan, flags) = parsed
         self.enqueuedAt = enqueuedAt
     }
 
-    /// The trace id: 32 hex digits.
-    public var traceID: Substring { traceparent.dropFirst(3).prefix(32) }
-    /// The parent span's id: 16 hex digits.
-    public var parentID: Substring { traceparent.dropFirst(36).prefix(16) }
-    /// Whether the caller recorded its span (the flags' `sampled` bit): a parent-based sampler
-    /// records this notification's spans only then.
-    public var isSampled: Bool {
-        // Validated: at least 55 bytes, the flags' second digit at 54.
-        guard let flags = traceparent.utf8.dropFirst(54).first else { return false }
-        return Hex.nibble(flags).map { $0 & 1 == 1 } ?? false
+    /// `version-traceid-parentid-flags`, lowercase hex, as W3C Trace Context writes it
+    /// (`00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`).
+    public var traceparent: String {
+        String(unsafeUninitializedCapacity: 55) { out in
+            var at = 0
+            func put(_ v: UInt64, digits: Int) {
+                for k in stride(from: digits - 1, through: 0, by: -1) {
+                    out[at] = Hex.digit(UInt8(truncatingIfNeeded: v >> (4 * UInt64(k))) & 0xF)
+                    at += 1
+                }
+            }
+            func dash() {
+                out[at] = UInt8(ascii: "-")
+                at += 1
+            }
+            put(UInt64(version), digits: 2)
+            dash()
+            put(traceHigh, digits: 16)
+            put(traceLow, digits: 16)
+            dash()
+            put(parentSpan, digits: 16)
+            dash()
+            put(UInt64(flags), digits: 2)
+            return at
+        }
     }
 
-    static func isValid(_ text: String) -> Bool {
-        let u = Array(text.utf8)
-        guard u.count >= 55 else { return false }
-        func hex(_ range: Range<Int>) -> Bool { range.allSatisfy { k in Self.isLowerHex(u[k]) } }
-        func zeros(_ range: Range<Int>) -> Bool { range.allSatisfy { u[$0] == UInt8(ascii: "0") } }
-        guard hex(0..<2), !(u[0] == UInt8(ascii: "f") && u[1] == UInt8(ascii: "f")),
-            u[2] == UInt8(ascii: "-"), hex(3..<35), !zeros(3..<35), u[35] == UInt8(ascii: "-"),
-            hex(36..<52), !zeros(36..<52), u[52] == UInt8(ascii: "-"), hex(53..<55)
-        else { return false }
+    /// The trace id: 32 hex digits.
+    public var traceID: String { String(traceparent.utf8.dropFirst(3).prefix(32))! }
+    /// The parent span's id: 16 hex digits.
+    public var parentID: String { String(traceparent.utf8.dropFirst(36).prefix(16))! }
+    /// Whether the caller recorded its span (the flags' `sampled` bit): a parent-based sampler
+    /// records this notification's spans only then.
+    public var isSampled: Bool { flags & 1 == 1 }
+
+    /// Whether `other` is the same trace context (its `enqueued-at` aside).
+    @inline(__always) public func sameContext(as other: NotificationTrace) -> Bool {
+        parentSpan == other.parentSpan && traceLow == other.traceLow && traceHigh == other.traceHigh && flags == other.flags && version == other.version
+    }
+
+    /// The numbers of a valid value: version, trace id's halves, parent id, flags.
+    static func parse(_ u: UnsafeBufferPointer<UInt8>) -> (UInt8, UInt64, UInt64, UInt64, UInt8)? {
+        guard u.count >= 55, u[2] == UInt8(ascii: "-"), u[35] == UInt8(ascii: "-"), u[52] == UInt8(ascii: "-") else { return nil }
+        func number(_ range: Range<Int>) -> UInt64? {
+            var v: UInt64 = 0
+            for k in range {
+                guard Self.isLowerHex(u[k]), let n = Hex.nibble(u[k]) else { return nil }
+                v = v << 4 | UInt64(n)
+            }
+            return v
+        }
+        guard let version = number(0..<2), version != 0xFF, let high = number(3..<19), let low = number(19..<35), high | low != 0,
+            let parent = number(36..<52), parent != 0, let flags = number(53..<55)
+        else { return nil }
         // Version 00 has exactly these fields; a later one may add some after a dash.
-        if u[0] == UInt8(ascii: "0") && u[1] == UInt8(ascii: "0") { return u.count == 55 }
-        return u.count == 55 || u[55] == UInt8(ascii: "-")
+        if version == 0 { guard u.count == 55 else { return nil } } else { guard u.count == 55 || u[55] == UInt8(ascii: "-") else { return nil } }
+        return (UInt8(version), high, low, parent, UInt8(flags))
     }
 
     static func isLowerHex(_ b: UInt8) -> Bool {
