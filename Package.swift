@@ -169,6 +169,9 @@ let package = Package(
             name: "HeraldClient",
             dependencies: [
                 "HeraldCore", "HeraldKit",
+                // Tracing what an app sends (issue 31): the caller's span read, the notifications' spans made.
+                "HeraldTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -300,7 +303,9 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 // NotificationSpansTests: swift-distributed-tracing's own tracer that keeps what it made.
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
-                // OTLPExporterTests: the exporter run as a service.
+                // OTLPExporterTests: the exporter run as a service; a traced HeraldClient under an app's swift-otel span.
+                "HeraldClient",
+                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

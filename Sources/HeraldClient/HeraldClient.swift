@@ -3,9 +3,11 @@ import CoreMetrics
 // configuration (HeraldKit) come with it.
 @_exported import HeraldCore
 @_exported import HeraldKit
+import HeraldTracing
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// Herald for an app that sends as things happen and awaits what became of
 /// each notification: the same pipeline as `herald send` (token store,
@@ -33,6 +35,10 @@ import Synchronization
 ///   ``HeraldClientError/shutDown``; everything taken drains and its callers
 ///   get their outcomes. If `run()` is cancelled instead, what was not yet
 ///   handed to the pipeline ends `failed` (code `abandoned`).
+/// - Traced (given ``ClientTracing``): a `send` made inside a sampled span (the
+///   caller's task context: a traced HTTP handler's, a span the app started)
+///   carries that span's trace, and its notification's wait, stages and APNs'
+///   answer become spans under it (docs/service.md, "Tracing").
 public final class HeraldClient: Service, Sendable {
     public struct Options: Sendable, Hashable {
         /// Notifications taken and not yet decided before `send` waits.
@@ -53,6 +59,8 @@ public final class HeraldClient: Service, Sendable {
     let intake: ClientIntake
     let pipeline: Pipeline
     let started = Atomic<Bool>(false)
+    /// Whose spans callers send from (nil: not traced).
+    let tracer: (any Tracer)?
     /// The books of everything sent through this client (``OutcomeLedger/snapshot``).
     public let ledger: OutcomeLedger
 
@@ -60,10 +68,11 @@ public final class HeraldClient: Service, Sendable {
     /// `tokens`, `localization`, `payload`, `stages`, `pipeline`).
     public convenience init(
         configuration: HeraldConfiguration, registry: HeraldRegistry = .standard(), logger: Logger = Logger(label: "herald"),
-        observers: [any OutcomeObserver] = [], metrics: (any MetricsFactory)? = nil, options: Options = Options()
+        observers: [any OutcomeObserver] = [], metrics: (any MetricsFactory)? = nil, options: Options = Options(),
+        tracing: ClientTracing? = nil
     ) throws {
         let assembly = try HeraldAssembly.configured(configuration, registry: registry, logger: logger)
-        try self.init(assembly: assembly, observers: observers, metrics: metrics, options: options)
+        try self.init(assembly: assembly, observers: observers, metrics: metrics, options: options, tracing: tracing)
     }
 
     /// A client from an assembly (stages added in code, a token store of
@@ -72,12 +81,20 @@ public final class HeraldClient: Service, Sendable {
     /// its caller is resumed.
     public init(
         assembly: HeraldAssembly, transport: (any Transport)? = nil, observers: [any OutcomeObserver] = [],
-        metrics: (any MetricsFactory)? = nil, options: Options = Options()
+        metrics: (any MetricsFactory)? = nil, options: Options = Options(), tracing: ClientTracing? = nil
     ) throws {
         let intake = ClientIntake(capacity: options.maxUndecided)
-        let ledger = OutcomeLedger(observers: observers)
+        let book = tracing == nil ? nil : TraceBook()
+        let ledger = OutcomeLedger(observers: observers, traceBook: book)
         pipeline = try assembly.makePipeline(source: intake.requests.source, ledger: ledger, transport: transport, metrics: metrics)
         intake.requests.setBulkWindow(options.bulkWindow ?? (pipeline.transport as? any LaneWindowing)?.bulkWindow)
+        if let tracing, let book {
+            let tracer = tracing.tracer ?? InstrumentationSystem.tracer
+            ledger.addObserver(tracing.exporter.map { NotificationSpans(book: book, exporter: $0) } ?? NotificationSpans(book: book, tracer: tracer))
+            self.tracer = tracer
+        } else {
+            self.tracer = nil
+        }
         // Last: a caller resumes once the token store and every observer have seen its outcome.
         ledger.addObserver(ClientObserver(intake: intake))
         self.intake = intake
@@ -123,6 +140,7 @@ public final class HeraldClient: Service, Sendable {
     ///   down, `CancellationError` when the caller is cancelled (see the type's
     ///   notes: a notification already taken still goes).
     public func send(_ request: NotificationRequest) async throws -> SendOutcome {
+        let request = traced(request)
         try await intake.reserveUnlessCancelled(1, lane: request.effectiveLane)
         let ticket = Ticket()
         let intake = self.intake
@@ -145,6 +163,7 @@ public final class HeraldClient: Service, Sendable {
     /// each ended, in the same order.
     public func send(_ requests: [NotificationRequest]) async throws -> [SendOutcome] {
         guard !requests.isEmpty else { return [] }
+        let requests = traced(requests)
         // A batch with a fast-lane request in it is given room as the fast lane is.
         try await intake.reserveUnlessCancelled(requests.count, lane: requests.contains { $0.effectiveLane == .fast } ? .fast : .bulk)
         let waiter = BatchWaiter(count: requests.count)
@@ -169,6 +188,7 @@ extension HeraldClient {
     /// - Throws: ``HeraldClientError/shutDown`` once the client is shutting down,
     ///   `CancellationError` when the caller is cancelled while it waits for room.
     public func schedule(_ request: NotificationRequest) async throws -> ScheduledSend {
+        let request = traced(request)
         try await intake.reserveUnlessCancelled(1, lane: request.effectiveLane)
         let promise = OutcomePromise()
         switch intake.submit(request, waiter: .promise(promise)) {
@@ -177,6 +197,47 @@ extension HeraldClient {
             intake.unreserve(1)
             throw error
         }
+    }
+}
+
+extension HeraldClient {
+    /// The requests as a traced client takes them (as `herald serve` takes a POST's): each
+    /// without a trace of its own joins the caller's span when the caller is in a sampled one, and
+    /// each traced one is queued now (its `enqueued-at`, where its wait starts) unless it says when.
+    func traced(_ requests: [NotificationRequest]) -> [NotificationRequest] {
+        guard let tracer else { return requests }
+        var batch = IntakeBatch(requests: requests, texts: [])
+        let caller = NotificationTrace.current(tracer: tracer).flatMap { $0.isSampled ? $0 : nil }
+        if let caller {
+            batch.join(caller, enqueuedAt: Duration.sinceEpochMilliseconds)
+        } else if requests.contains(where: { $0.trace != nil && $0.trace?.enqueuedAt == nil }) {
+            let now = Duration.sinceEpochMilliseconds
+            for i in batch.requests.indices where batch.requests[i].trace != nil && batch.requests[i].trace?.enqueuedAt == nil {
+                batch.requests[i].trace?.enqueuedAt = now
+            }
+        }
+        return batch.requests
+    }
+
+    func traced(_ request: NotificationRequest) -> NotificationRequest {
+        tracer == nil ? request : traced([request])[0]
+    }
+}
+
+/// How a ``HeraldClient`` traces what it sends (issue 31): the caller's span (its task's
+/// `ServiceContext`) is read with `tracer`, and each traced notification's spans (its wait in the
+/// client, its send, a span per stage, APNs' answer) are made on `tracer`, or written into OTLP
+/// by `exporter` (Herald's own writer: far cheaper per span; run it in the app's `ServiceGroup`
+/// before the client, so it stops after it).
+public struct ClientTracing: Sendable {
+    /// The tracer the app's spans are made on; nil: the process's (`InstrumentationSystem.tracer`).
+    public var tracer: (any Tracer)?
+    /// Herald's OTLP writer for the notifications' spans; nil: they are made on `tracer`.
+    public var exporter: OTLPTraceExporter?
+
+    public init(tracer: (any Tracer)? = nil, exporter: OTLPTraceExporter? = nil) {
+        self.tracer = tracer
+        self.exporter = exporter
     }
 }
 

@@ -1,12 +1,15 @@
 import Foundation
+import HeraldClient
 import HeraldCore
 import HeraldTestSupport
 @testable import HeraldTracing
 import Logging
 import NIOCore
+import OTel
 import ServiceLifecycle
 import Synchronization
 import Testing
+import Tracing
 
 /// Issue 31: Herald's own OTLP writer for notification spans. The wire bytes are checked twice:
 /// byte-exact vectors of the protobuf writer, and whole exports decoded by OpenTelemetry's own
@@ -226,6 +229,64 @@ struct OTLPExporterTests {
         for wait in waits {
             #expect(wait["kind"] as? Int == 5 && wait["start"] as? UInt64 == UInt64(queuedAt) * 1_000_000 && wait["parent_span_id"] as? String == Self.callerSpan)
         }
+    }
+
+    @Test("HeraldClient traced: a batch sent inside the app's span (swift-otel's tracer) joins its trace: each notification's wait in the client, send, stages and APNs' answer, written by Herald's exporter under that span; a send outside any span makes none", .enabled(if: interopVenvPossible))
+    func clientInsideAppSpan() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let collector = try await receiver(dir)
+        defer { collector.stopInBackground(interrupt: true) }
+        let port = collector.ready["port"] as! Int
+        let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        // The app's tracing, as an app sets it up: swift-otel, W3C propagation.
+        var otel = OTel.Configuration.default
+        otel.serviceName = "app"
+        otel.logs.enabled = false
+        otel.metrics.enabled = false
+        otel.traces.enabled = true
+        otel.traces.sampler = .alwaysOn
+        otel.traces.otlpExporter.protocol = .httpProtobuf
+        otel.traces.otlpExporter.endpoint = "http://127.0.0.1:\(port)/v1/traces"
+        otel.diagnosticLogger = .custom(quiet)
+        let backend = try OTel.makeTracingBackend(configuration: otel)
+        let tracer = backend.factory
+        let exporter = OTLPTraceExporter(configuration: configuration(port: port), logger: quiet)
+        let client = try HeraldClient(
+            assembly: HeraldAssembly(), transport: Answering(), tracing: ClientTracing(tracer: tracer, exporter: exporter))
+        // Started in this order, stopped in the other: the client drains, then the exporter sends.
+        let group = ServiceGroup(services: [backend.service, exporter, client], gracefulShutdownSignals: [], logger: quiet)
+        let running = Task { try await group.run() }
+        func request(_ id: UInt32) -> NotificationRequest {
+            // A token each: a 410 makes the token store suppress later sends to its token.
+            var r = NotificationRequest(token: DeviceToken(bytes: [UInt8(id)] + [UInt8](repeating: 2, count: 31)), id: id)
+            r.aps.alert = Alert(body: "order \(id)")
+            return r
+        }
+        let span = tracer.startSpan("app.order", context: .topLevel)
+        let caller = try #require(NotificationTrace.current(in: span.context, tracer: tracer), "swift-otel's span as a traceparent")
+        let inside = try await ServiceContext.withValue(span.context) { try await client.send((0..<5).map { request($0) }) }
+        span.end()
+        let outside = try await client.send(request(101))
+        #expect(inside.count == 5 && outside.isAccepted && inside[0].kind == .rejected, "\(inside.map(\.outcome)) \(outside.outcome)")
+        await group.triggerGracefulShutdown()
+        try await running.value
+        await collector.stop(interrupt: true)
+
+        let all = try spans(dir)
+        let ours = all.filter { $0["scope"] as? String == "herald" }
+        #expect(ours.allSatisfy { $0["trace_id"] as? String == caller.traceID }, "every notification span in the app's trace")
+        let sends = ours.filter { $0["name"] as? String == "herald.send" }
+        let ids = sends.compactMap { ($0["attributes"] as? [String: Any])?["herald.request.id"] as? Int }
+        #expect(ids.sorted() == [0, 1, 2, 3, 4], "the five sent inside the span, not the one outside: \(ids)")
+        for send in sends {
+            #expect(send["parent_span_id"] as? String == caller.parentID)
+            let children = ours.filter { $0["parent_span_id"] as? String == send["span_id"] as? String }.compactMap { $0["name"] as? String }
+            #expect(children.contains("apns.request") && children.contains("herald.localize") && children.contains("herald.payload"), "\(children)")
+        }
+        let waits = ours.filter { $0["name"] as? String == "herald.queue.wait" }
+        #expect(waits.count == 5 && waits.allSatisfy { $0["parent_span_id"] as? String == caller.parentID }, "each one's wait in the client")
+        #expect(exporter.dropped == 0 && exporter.exported == ours.count)
     }
 
     @Test("a collector answering 503 to its first two exports: they are retried and every span arrives, none dropped", .enabled(if: interopVenvPossible))
