@@ -54,7 +54,7 @@ struct BenchServe: AsyncParsableCommand {
         let configuration = try HeraldConfiguration.load(path: dir + "/herald.json")
         let serveConfiguration = try ServiceConfiguration.load(try configuration.root.child("serve"))
         let bodies = Self.bodies(lines, batch: batchSize)
-        let (serveSeconds, statuses) = try await Self.timeService(configuration, serveConfiguration, bodies: bodies, count: count, connections: connections)
+        let (serveSeconds, statuses, _) = try await Self.timeService(configuration, serveConfiguration, bodies: bodies, count: count, connections: connections)
 
         let sendRate = Double(count) / sendSeconds, serveRate = Double(count) / serveSeconds
         var r = JSONLine()
@@ -87,7 +87,7 @@ struct BenchServe: AsyncParsableCommand {
     /// times it until every outcome of `count` is recorded; then stops it (SIGTERM) and checks its books.
     static func timeService(
         _ configuration: HeraldConfiguration, _ serveConfiguration: ServiceConfiguration, bodies: [ByteBuffer], count: Int, connections: Int
-    ) async throws -> (seconds: Double, statuses: [Int: Int]) {
+    ) async throws -> (seconds: Double, statuses: [Int: Int], cpuSeconds: Double) {
         var logger = Logger(label: "herald-bench")
         logger.logLevel = .warning
         let assembly = try HeraldAssembly.configured(configuration)
@@ -99,6 +99,7 @@ struct BenchServe: AsyncParsableCommand {
         var iterator = port.stream.makeAsyncIterator()
         guard let bound = await iterator.next() else { throw BenchError("the service did not start") }
         let started = ContinuousClock.now
+        let cpuStarted = processCPUSeconds()
         let statuses = try await withThrowingTaskGroup(of: [Int: Int].self) { group in
             for c in 0..<connections {
                 let mine = stride(from: c, to: bodies.count, by: connections).map { bodies[$0] }
@@ -111,10 +112,11 @@ struct BenchServe: AsyncParsableCommand {
         // Until every outcome is recorded.
         while service.outcomes.counts.values.reduce(0, +) < count { try await Task.sleep(for: .milliseconds(1)) }
         let seconds = (ContinuousClock.now - started).inSeconds
+        let cpuSeconds = processCPUSeconds() - cpuStarted
         kill(getpid(), SIGTERM)
         let snapshot = try await runner.value
         guard snapshot.entered == UInt64(count), snapshot.isBalanced else { throw BenchError("serve: \(snapshot)") }
-        return (seconds, statuses)
+        return (seconds, statuses, cpuSeconds)
     }
 
     /// POSTs `bodies` one after another on one keep-alive connection, retrying a 429; the statuses seen.

@@ -84,12 +84,14 @@ public struct HeraldAssembly: Sendable {
         default:
             throw ConfigError(file: c.root.file, key: "payload.policy", message: "must be \"reject\" or \"truncate\", got \"\(c.sizePolicy)\"")
         }
+        // Localization and the payload's building make a traced notification's stage spans;
+        // the in-memory checks and framing do not (``NamedStage/traced``).
         return [
-            (.ingest, NamedStage("ingest", SuppressionStage(store: tokenStore))),
+            (.ingest, NamedStage("ingest", SuppressionStage(store: tokenStore), traced: false)),
             (.localize, NamedStage("localize", try localizeStage())),
             (.payload, NamedStage("payload", BuildPayloadStage(APSPayloadBuilder()))),
-            (.sizeGuard, NamedStage("size", sizeGuard)),
-            (.frame, NamedStage("frame", wire == .http2 ? HTTP2FramePosition() as any PipelineStage : FrameStage(BinaryFramer(format: c.frameFormat)))),
+            (.sizeGuard, NamedStage("size", sizeGuard, traced: false)),
+            (.frame, NamedStage("frame", wire == .http2 ? HTTP2FramePosition() as any PipelineStage : FrameStage(BinaryFramer(format: c.frameFormat)), traced: false)),
         ]
     }
 

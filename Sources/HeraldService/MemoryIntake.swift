@@ -66,6 +66,12 @@ final class MemoryIntake: NotificationIntake {
         return .cancelled(record)
     }
 
+    /// Full for `lines` requests: refused before parsing. A batch that could never fit is parsed
+    /// (its answer, 413, names its count of requests).
+    func refusal(beforeParsing lines: Int) -> IntakeRefusal? {
+        lines <= capacity && queue.depth + lines > capacity ? .full : nil
+    }
+
     func depth() async -> Int { queue.depth }
     func oldestWaiting() async -> Int64? { queue.oldestWaiting }
     func close() { queue.close() }

@@ -30,6 +30,13 @@ extension HeraldService {
         do { key = try IdempotencyKey(header: request.headers[.idempotencyKey], body: bytes) } catch let e {
             return Self.json(.badRequest, errorBody(e.description))
         }
+        // A full queue answers 429 before the batch is parsed (a thousand requests decoded for
+        // a refusal, each time a client retries, was most of a busy service's work). Not with an
+        // Idempotency-Key: a retry of a batch already taken gets its first answer, full or not.
+        if key == nil {
+            let lines = RequestBatch.lines(in: bytes)
+            if let refusal = intake.refusal(beforeParsing: lines) { return Self.refused(refusal, count: lines) }
+        }
         let parsed = RequestBatch.parse(bytes, keepingText: intake.keepsText)
         if parsed.requests.isEmpty {
             return Self.json(.badRequest, parsed.report(ids: nil, error: parsed.refusal))

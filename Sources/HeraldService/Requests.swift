@@ -71,11 +71,34 @@ struct RequestBatch {
     /// Each valid request's JSON text (kept with `keepingText`, for the PostgreSQL queue's rows).
     var texts: [String] = []
 
+    /// A body's request lines as ``parse(_:keepingText:)`` reads them (blank ones skipped), without
+    /// decoding any: a JSON Lines body's most requests; a JSON array counts as one. What a full
+    /// queue is asked about before the body is parsed.
+    static func lines(in body: [UInt8]) -> Int {
+        if isArray(body) { return 1 }
+        var count = 0
+        body.withUnsafeBytes { raw in
+            forEachLine(in: raw) { _, slice in
+                if !isBlank(slice) { count += 1 }
+            }
+        }
+        return count
+    }
+
+    /// Whether the body is a JSON array (its first byte but white space is `[`).
+    static func isArray(_ body: [UInt8]) -> Bool {
+        body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 } == UInt8(ascii: "[")
+    }
+
+    /// A line of spaces and tabs only: skipped.
+    static func isBlank(_ line: UnsafeRawBufferPointer) -> Bool {
+        line.allSatisfy { $0 == 0x20 || $0 == 0x09 }
+    }
+
     static func parse(_ body: [UInt8], keepingText: Bool = false) -> RequestBatch {
         var batch = RequestBatch()
         let decoder = RequestDecoder()
-        let first = body.firstIndex { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
-        if let first, body[first] == UInt8(ascii: "[") {
+        if isArray(body) {
             let value: JSONValue
             do { value = try JSONParser.parse(body) } catch {
                 batch.errors.append((1, "the body is not valid JSON: \(error)"))
@@ -97,7 +120,7 @@ struct RequestBatch {
         }
         body.withUnsafeBytes { raw in
             forEachLine(in: raw) { line, slice in
-                guard !slice.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) else { return }
+                guard !isBlank(slice) else { return }
                 do throws(RequestError) {
                     batch.requests.append((line, try decoder.decode(line: slice)))
                     if keepingText { batch.texts.append(String(decoding: slice, as: UTF8.self)) }

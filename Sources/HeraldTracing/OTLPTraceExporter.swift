@@ -46,7 +46,6 @@ public final class OTLPTraceExporter: Service, Sendable {
         /// Encoded batches waiting to be sent, and their spans.
         var ready = Deque<(body: ByteBuffer, spans: Int)>()
         var queuedSpans = 0
-        var encoder: CheckedContinuation<Void, Never>?
         var poster: CheckedContinuation<Void, Never>?
         var stopping = false
         /// The encoder has ended (stopping, everything handed over encoded).
@@ -81,18 +80,15 @@ public final class OTLPTraceExporter: Service, Sendable {
     /// the encoder's, on its own thread.
     func write(_ records: [OutcomeRecord], from book: TraceBook) {
         let handed = Handed(records: records, book: book, ended: Duration.sinceEpochNanoseconds)
-        let (queued, wake) = state.withLock { s -> (Bool, CheckedContinuation<Void, Never>?) in
+        // No thread is woken: the encoder looks every `encoderPoll`.
+        let queued = state.withLock { s -> Bool in
             let spans = Int((Double(records.count) * s.spansPerRecord).rounded(.up))
-            guard s.pendingSpans + spans <= configuration.maxQueuedSpans else { return (false, nil) }
+            guard s.pendingSpans + spans <= configuration.maxQueuedSpans else { return false }
             s.pending.append(handed)
             s.pendingSpans += spans
-            defer { s.encoder = nil }
-            return (true, s.encoder)
+            return true
         }
-        if queued {
-            wake?.resume()
-            return
-        }
+        if queued { return }
         var spans = 0
         for (_, passage) in book.passages(of: records, at: handed.ended) where samples(passage.trace) { spans += OTLPSpanBatch.spans(of: passage) }
         guard spans > 0 else { return }
@@ -145,23 +141,33 @@ public final class OTLPTraceExporter: Service, Sendable {
 
     /// Stopping: the encoder writes what was handed over and ends, the poster sends what is left.
     func stop() {
-        let (encoder, poster) = state.withLock { s in
+        let poster = state.withLock { s in
             s.stopping = true
-            defer { (s.encoder, s.poster) = (nil, nil) }
-            return (s.encoder, s.poster)
+            defer { s.poster = nil }
+            return s.poster
         }
-        encoder?.resume()
         poster?.resume()
     }
 
     /// The encoder: writes what is handed over into the open batch, which goes to the poster when
-    /// full, when `scheduleDelay` old, or when the service stops. The writing is done on `thread`
-    /// (its own): it is steady work, and on Swift's cooperative pool (a thread per core) it would
-    /// hold a thread the pipeline's tasks wait for.
-    func encode(on thread: NIOThreadPool?) async {
+    /// full, when `scheduleDelay` old, or when the service stops. It runs on `thread` (its own):
+    /// the writing is steady work, and on Swift's cooperative pool (a thread per core) it would
+    /// hold a thread the pipeline's tasks wait for. It looks for what was handed over every
+    /// ``encoderPoll`` instead of being woken: waking a thread for each handing-over (a few
+    /// dozen outcomes) cost the pipeline more than the writing did.
+    func encode(on thread: NIOThreadPool) async {
         let encoder = Encoder(self)
+        // The pool refuses work only once shut down, which run() does after this ends.
+        if (try? await thread.runIfActive({ self.encodeLoop(encoder) })) == nil { encodeLoop(encoder) }
+    }
+
+    /// How often the encoder looks for what was handed over.
+    static let encoderPoll = 0.005
+
+    /// The encoder's loop, on its thread: what was handed over into the batch, until stopped.
+    func encodeLoop(_ encoder: Encoder) {
         while true {
-            enum Step { case encode([Handed]), stop, sleep, wait }
+            enum Step { case encode([Handed]), stop, idle }
             let step: Step = state.withLock { s in
                 if !s.pending.isEmpty {
                     var taken: [Handed] = []
@@ -169,12 +175,10 @@ public final class OTLPTraceExporter: Service, Sendable {
                     s.pendingSpans = 0
                     return .encode(taken)
                 }
-                if s.stopping { return .stop }
-                return encoder.openedAt == nil ? .wait : .sleep
+                return s.stopping ? .stop : .idle
             }
             switch step {
             case .encode(let handed):
-                if let thread, (try? await thread.runIfActive({ encoder.write(handed) })) != nil { continue }
                 encoder.write(handed)
             case .stop:
                 encoder.close()
@@ -185,18 +189,14 @@ public final class OTLPTraceExporter: Service, Sendable {
                 }
                 poster?.resume()
                 return
-            case .sleep:
-                // A batch is open: close it once it is old enough; until then look again shortly.
+            case .idle:
                 encoder.closeIfDue()
-                if encoder.openedAt != nil { try? await Task.sleep(for: .milliseconds(5)) }
-            case .wait:
-                await park(\.encoder) { !$0.pending.isEmpty || $0.stopping }
+                Thread.sleep(forTimeInterval: Self.encoderPoll)
             }
         }
     }
 
-    /// The open batch, used by one caller at a time: the encoder's loop, or the job it waits for
-    /// on the encoder's thread.
+    /// The open batch, used by the encoder's loop alone (on the encoder's thread).
     final class Encoder: @unchecked Sendable {
         let exporter: OTLPTraceExporter
         var batch: OTLPSpanBatch
@@ -253,7 +253,7 @@ public final class OTLPTraceExporter: Service, Sendable {
         }
     }
 
-    /// Waits in `slot` (the encoder's or the poster's) to be woken, unless `ready` holds already.
+    /// Waits in `slot` (the poster's) to be woken, unless `ready` holds already.
     private func park(_ slot: WritableKeyPath<State, CheckedContinuation<Void, Never>?>, unless ready: (State) -> Bool) async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in

@@ -78,7 +78,7 @@ struct NotificationTraceTests {
         #expect(batch.texts == [#"{"traceparent":"\#(Self.parent)","enqueued-at":5,"id":1}"#, #"{"enqueued-at":9,"id":2,"traceparent":"\#(own)"}"#])
     }
 
-    @Test("the trace book: each traced request's entry, its stages' times and the transport's taking it, handed over once with its outcome; untraced ones are not noted; bounded")
+    @Test("the trace book: each traced request's entry, its stages' times and the transport's taking it, handed over once with its outcome; untraced ones are not noted, nor a stage that makes no span; bounded")
     func book() async throws {
         let book = TraceBook(capacity: 150)
         let ledger = OutcomeLedger(traceBook: book)
@@ -92,7 +92,8 @@ struct NotificationTraceTests {
         }
         let before = Duration.sinceEpochNanoseconds
         let pipeline = Pipeline(
-            source: InMemorySource(requests), stages: [NamedStage("a", PipelineTests.Touch()), NamedStage("b", PipelineTests.Touch())],
+            source: InMemorySource(requests),
+            stages: [NamedStage("a", PipelineTests.Touch()), NamedStage("quiet", PipelineTests.Touch(), traced: false), NamedStage("b", PipelineTests.Touch())],
             transport: RecordingTransport(), ledger: ledger, options: PipelineOptions(batchSize: 50, bufferedBatches: 1, threads: 1))
         let snapshot = try await pipeline.run()
         #expect(snapshot.accepted == 1000)
@@ -101,7 +102,7 @@ struct NotificationTraceTests {
         #expect(got.count + book.overflowed == 200 && book.inFlight == 0)
         #expect(Set(got.map(\.0.sequence)).count == got.count && got.allSatisfy { $0.0.id! % 5 == 0 })
         for (_, p) in got {
-            #expect(p.steps.map(\.stage) == ["a", "b"] && p.trace == trace && p.entered >= before)
+            #expect(p.steps.map(\.stage) == ["a", "b"] && p.trace == trace && p.entered >= before, "a stage that is not traced makes no step")
             #expect(p.steps.allSatisfy { $0.start >= p.entered && $0.end >= $0.start } && (p.handed ?? 0) >= p.steps.last!.end)
         }
     }

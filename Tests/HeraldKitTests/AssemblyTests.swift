@@ -57,6 +57,7 @@ struct AssemblyTests {
         var assembly = HeraldAssembly()
         assembly.insert(NamedStage("censor", Censor(word: "secret")), after: .localize)
         #expect(try assembly.stages().map(\.name) == ["ingest", "localize", "censor", "payload", "size", "frame"])
+        #expect(try assembly.stages().filter(\.traced).map(\.name) == ["localize", "censor", "payload"], "a traced notification's stage spans: the built-in stages that do work, and every custom one")
         let (s, records) = try await run(
             [#"{"id":1,"token":"\#(goodToken)","alert":"a secret"}"#, #"{"id":2,"token":"\#(goodToken)","alert":"public"}"#],
             assembly: assembly)

@@ -105,7 +105,8 @@ struct TracingTests {
         #expect(wait.start >= post.start - 1_000_000 && wait.end <= send.start + 1_000_000 && wait.end > wait.start)
         let children = caller.filter { $0.parentID == send.spanID }
         let stages = children.filter { $0.name != "apns.request" }.map { $0.name.replacingOccurrences(of: "herald.", with: "") }
-        #expect(stages == ["ingest", "localize", "payload", "size", "frame"].filter { stages.contains($0) } && stages.contains("payload"), "\(stages)")
+        // Spans for the stages that do work (localization, the payload), none for the in-memory checks and framing.
+        #expect(stages == ["localize", "payload"], "\(stages)")
         for stage in children where stage.name != "apns.request" {
             #expect(stage.name.hasPrefix("herald.") && stage.start >= send.start && stage.end <= send.end)
         }

@@ -5,9 +5,16 @@ import CoreMetrics
 public struct NamedStage: Sendable {
     public var name: String
     public var stage: any PipelineStage
-    public init(_ name: String, _ stage: any PipelineStage) {
+    /// Whether a traced notification gets a span for this stage (`herald.` and its name, its
+    /// time on the notification's batch). True unless said otherwise: Herald's own checks that
+    /// look up or copy in memory (the suppression at ingest, the size guard, framing) say false,
+    /// their time is inside the notification's `herald.send` span, and each span is bytes every
+    /// traced notification sends to the collector.
+    public var traced: Bool
+    public init(_ name: String, _ stage: any PipelineStage, traced: Bool = true) {
         self.name = name
         self.stage = stage
+        self.traced = traced
     }
 }
 
@@ -15,9 +22,10 @@ extension NamedStage {
     /// Whether the stage may run on several batches at once (``ConcurrentStage``).
     public var isConcurrent: Bool { stage is any ConcurrentStage }
 
-    /// ``run(_:)``, noting the stage's time in `book` for the batch's traced requests.
+    /// ``run(_:)``, noting the stage's time in `book` for the batch's traced requests (a stage
+    /// that makes no span: none).
     func run(_ batch: inout [Envelope], noting book: TraceBook?) async {
-        guard let book, !book.isEmpty else { return await run(&batch) }
+        guard traced, let book, !book.isEmpty else { return await run(&batch) }
         let start = Duration.sinceEpochNanoseconds
         await run(&batch)
         book.ran(name, batch, from: start, to: Duration.sinceEpochNanoseconds)
