@@ -67,26 +67,24 @@ extension BenchServe {
             services: [backend.service] + (own.map { [$0] } ?? []), gracefulShutdownSignals: [], logger: Logger(label: "otel") { _ in SwiftLogNoOpLogHandler() })
         let exporterTask = Task { try await exporting.run() }
 
-        // Each round's rate, and the process's CPU time a notification while it was timed (every
-        // thread's: the pipeline's, the HTTP intake's, the exporters', the poster's).
-        var off: [Double] = [], on: [Double] = []
-        var cpuOff: [Double] = [], cpuOn: [Double] = []
-        // POSTs answered 429 (the queue full: posted again 2 ms later), each side.
-        var fullOff = 0, fullOn = 0
-        for _ in 0..<max(1, rounds) {
-            if only != "traced" {
-                let t = try await Self.timeService(configuration, untraced, bodies: bodies, count: count, connections: connections)
-                off.append(Double(count) / t.seconds)
-                cpuOff.append(t.cpuSeconds * 1e6 / Double(count))
-                fullOff += t.statuses[429, default: 0]
-            }
-            if only != "untraced" {
-                let t = try await Self.timeService(configuration, traced, bodies: bodies, count: count, connections: connections)
-                on.append(Double(count) / t.seconds)
-                cpuOn.append(t.cpuSeconds * 1e6 / Double(count))
-                fullOn += t.statuses[429, default: 0]
-            }
+        // Each side's rounds: the rate, the process's CPU time a notification while it was timed
+        // (every thread's: the pipeline's, the HTTP intake's, the exporters', the poster's), and
+        // the POSTs answered 429 (the queue full: posted again 2 ms later).
+        struct Side {
+            var rates: [Double] = [], cpu: [Double] = [], full = 0
         }
+        func round(_ serve: ServiceConfiguration, into side: inout Side) async throws {
+            let t = try await Self.timeService(configuration, serve, bodies: bodies, count: count, connections: connections)
+            side.rates.append(Double(count) / t.seconds)
+            side.cpu.append(t.cpuSeconds * 1e6 / Double(count))
+            side.full += t.statuses[429, default: 0]
+        }
+        var untracedSide = Side(), tracedSide = Side()
+        for _ in 0..<max(1, rounds) {
+            if only != "traced" { try await round(untraced, into: &untracedSide) }
+            if only != "untraced" { try await round(traced, into: &tracedSide) }
+        }
+        let off = untracedSide.rates, on = tracedSide.rates
         await exporting.triggerGracefulShutdown()
         try await exporterTask.value
         let ownDropped = own?.dropped ?? 0
@@ -102,10 +100,10 @@ extension BenchServe {
         r.add("exporter", exporter)
         r.add("untraced_per_s", off, places: 0)
         r.add("traced_per_s", on, places: 0)
-        r.add("cpu_us_untraced", cpuOff, places: 2)
-        r.add("cpu_us_traced", cpuOn, places: 2)
-        r.add("full_429_untraced", fullOff)
-        r.add("full_429_traced", fullOn)
+        r.add("cpu_us_untraced", untracedSide.cpu, places: 2)
+        r.add("cpu_us_traced", tracedSide.cpu, places: 2)
+        r.add("full_429_untraced", untracedSide.full)
+        r.add("full_429_traced", tracedSide.full)
         r.add("ratio_traced", off.isEmpty || on.isEmpty ? 0 : best.on / best.off, places: 3)
         r.add("otlp_exports", collector.exports)
         r.add("otlp_mib", Double(collector.bytes) / 1_048_576, places: 1)

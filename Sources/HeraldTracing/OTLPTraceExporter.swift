@@ -253,12 +253,12 @@ public final class OTLPTraceExporter: Service, Sendable {
         }
     }
 
-    /// Waits in `slot` (the poster's) to be woken, unless `ready` holds already.
-    private func park(_ slot: WritableKeyPath<State, CheckedContinuation<Void, Never>?>, unless ready: (State) -> Bool) async {
+    /// The poster waits to be woken (a batch ready, or the encoder ended), unless it is so already.
+    private func parkPoster() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in
-                if ready(s) { return true }
-                s[keyPath: slot] = c
+                if !s.ready.isEmpty || s.encoded { return true }
+                s.poster = c
                 return false
             }
             if now { c.resume() }
@@ -280,7 +280,7 @@ public final class OTLPTraceExporter: Service, Sendable {
             case .take(let batch): return batch
             case .done: return nil
             case .wait:
-                await park(\.poster) { !$0.ready.isEmpty || $0.encoded }
+                await parkPoster()
             }
         }
     }

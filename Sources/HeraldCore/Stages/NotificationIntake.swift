@@ -28,8 +28,8 @@ public protocol NotificationIntake: Sendable {
     var isClosed: Bool { get }
     /// Whether ``submit(_:key:)`` wants each request's JSON text (``IntakeBatch/texts``), as a queue that stores it does.
     var keepsText: Bool { get }
-    /// A refusal known before a batch is parsed, from its count of request lines (at least its
-    /// requests: a JSON array counts as one): a queue with no room for that many answers at once,
+    /// A refusal known before a batch is parsed, from its count of request lines (JSON Lines: at
+    /// least its requests; a JSON array counts as one): a queue with no room for that many answers at once,
     /// so a client retrying against a full queue does not have each retry decoded in full.
     /// `nil` (the default) when the batch must be parsed to be answered.
     func refusal(beforeParsing lines: Int) -> IntakeRefusal?
