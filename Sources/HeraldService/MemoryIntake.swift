@@ -68,8 +68,12 @@ final class MemoryIntake: NotificationIntake {
 
     /// Full for `lines` requests: refused before parsing. A batch that could never fit is parsed
     /// (its answer, 413, names its count of requests).
-    func refusal(beforeParsing lines: Int) -> IntakeRefusal? {
-        lines <= capacity && queue.depth + lines > capacity ? .full : nil
+    func refusal(beforeParsing most: Int, lines: () -> Int) -> IntakeRefusal? {
+        let room = capacity - queue.depth
+        // Room for any count the body could hold: no pass over it.
+        if most <= room { return nil }
+        let count = lines()
+        return count <= capacity && count > room ? .full : nil
     }
 
     func depth() async -> Int { queue.depth }

@@ -34,8 +34,17 @@ extension HeraldService {
         // a refusal, each time a client retries, was most of a busy service's work). Not with an
         // Idempotency-Key: a retry of a batch already taken gets its first answer, full or not.
         if key == nil {
-            let lines = RequestBatch.lines(in: bytes)
-            if let refusal = intake.refusal(beforeParsing: lines) { return Self.refused(refusal, count: lines) }
+            // Counted only when the queue's room is less than the body could hold.
+            var counted: Int?
+            func lines() -> Int {
+                if let counted { return counted }
+                let n = RequestBatch.lines(in: bytes)
+                counted = n
+                return n
+            }
+            if let refusal = intake.refusal(beforeParsing: RequestBatch.mostLines(in: bytes), lines: lines) {
+                return Self.refused(refusal, count: lines())
+            }
         }
         let parsed = RequestBatch.parse(bytes, keepingText: intake.keepsText)
         if parsed.requests.isEmpty {

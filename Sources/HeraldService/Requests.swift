@@ -85,6 +85,12 @@ struct RequestBatch {
         return count
     }
 
+    /// The most request lines a body of its size can hold, without reading it (an array: one):
+    /// each non-blank line has a byte other than white space, and lines are a byte apart.
+    static func mostLines(in body: [UInt8]) -> Int {
+        isArray(body) ? 1 : (body.count + 1) / 2
+    }
+
     /// Whether the body is a JSON array (its first byte but white space is `[`).
     static func isArray(_ body: [UInt8]) -> Bool {
         body.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 } == UInt8(ascii: "[")

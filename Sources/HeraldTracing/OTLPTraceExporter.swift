@@ -47,6 +47,9 @@ public final class OTLPTraceExporter: Service, Sendable {
         var ready = Deque<(body: ByteBuffer, spans: Int)>()
         var queuedSpans = 0
         var poster: CheckedContinuation<Void, Never>?
+        /// The encoder sleeps on ``OTLPTraceExporter/encoderWake`` (nothing handed over for a
+        /// while, no batch open): the next handing-over or stop wakes it.
+        var encoderParked = false
         var stopping = false
         /// The encoder has ended (stopping, everything handed over encoded).
         var encoded = false
@@ -55,6 +58,8 @@ public final class OTLPTraceExporter: Service, Sendable {
         var lastWarning: ContinuousClock.Instant?
     }
     let state = Mutex(State())
+    /// What the parked encoder sleeps on (signalled by whoever clears ``State/encoderParked``).
+    let encoderWake = DispatchSemaphore(value: 0)
 
     public init(configuration: OTLPExportConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -80,14 +85,17 @@ public final class OTLPTraceExporter: Service, Sendable {
     /// the encoder's, on its own thread.
     func write(_ records: [OutcomeRecord], from book: TraceBook) {
         let handed = Handed(records: records, book: book, ended: Duration.sinceEpochNanoseconds)
-        // No thread is woken: the encoder looks every `encoderPoll`.
-        let queued = state.withLock { s -> Bool in
+        // No thread is woken while outcomes come: the encoder looks every `encoderPoll`. Only a
+        // parked one (idle for a while) is woken.
+        let (queued, wake) = state.withLock { s -> (Bool, Bool) in
             let spans = Int((Double(records.count) * s.spansPerRecord).rounded(.up))
-            guard s.pendingSpans + spans <= configuration.maxQueuedSpans else { return false }
+            guard s.pendingSpans + spans <= configuration.maxQueuedSpans else { return (false, false) }
             s.pending.append(handed)
             s.pendingSpans += spans
-            return true
+            defer { s.encoderParked = false }
+            return (true, s.encoderParked)
         }
+        if wake { encoderWake.signal() }
         if queued { return }
         var spans = 0
         for (_, passage) in book.passages(of: records, at: handed.ended) where samples(passage.trace) { spans += OTLPSpanBatch.spans(of: passage) }
@@ -141,33 +149,46 @@ public final class OTLPTraceExporter: Service, Sendable {
 
     /// Stopping: the encoder writes what was handed over and ends, the poster sends what is left.
     func stop() {
-        let poster = state.withLock { s in
+        let (poster, parked) = state.withLock { s in
             s.stopping = true
-            defer { s.poster = nil }
-            return s.poster
+            defer { (s.poster, s.encoderParked) = (nil, false) }
+            return (s.poster, s.encoderParked)
         }
+        if parked { encoderWake.signal() }
         poster?.resume()
     }
 
     /// The encoder: writes what is handed over into the open batch, which goes to the poster when
     /// full, when `scheduleDelay` old, or when the service stops. It runs on `thread` (its own):
     /// the writing is steady work, and on Swift's cooperative pool (a thread per core) it would
-    /// hold a thread the pipeline's tasks wait for. It looks for what was handed over every
-    /// ``encoderPoll`` instead of being woken: waking a thread for each handing-over (a few
-    /// dozen outcomes) cost the pipeline more than the writing did.
+    /// hold a thread the pipeline's tasks wait for. While outcomes come it looks for what was
+    /// handed over every ``encoderPoll`` instead of being woken: waking a thread for each
+    /// handing-over (a few dozen outcomes) cost the pipeline more than the writing did. Idle for
+    /// ``encoderIdlePolls`` looks with no batch open, it sleeps until the next handing-over.
     func encode(on thread: NIOThreadPool) async {
         let encoder = Encoder(self)
-        // The pool refuses work only once shut down, which run() does after this ends.
-        if (try? await thread.runIfActive({ self.encodeLoop(encoder) })) == nil { encodeLoop(encoder) }
+        // The pool refuses work only once shut down, which run() does after this ends; were it
+        // not running, a thread of its own, not a blocked thread of Swift's cooperative pool.
+        if (try? await thread.runIfActive({ self.encodeLoop(encoder) })) != nil { return }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                self.encodeLoop(encoder)
+                done.resume()
+            }
+        }
     }
 
     /// How often the encoder looks for what was handed over.
     static let encoderPoll = 0.005
+    /// Looks finding nothing, with no batch open, before the encoder sleeps until woken (0.1 s).
+    static let encoderIdlePolls = 20
 
     /// The encoder's loop, on its thread: what was handed over into the batch, until stopped.
     func encodeLoop(_ encoder: Encoder) {
+        var idle = 0
         while true {
-            enum Step { case encode([Handed]), stop, idle }
+            enum Step { case encode([Handed]), stop, idle, park }
+            let park = idle >= Self.encoderIdlePolls && encoder.openedAt == nil
             let step: Step = state.withLock { s in
                 if !s.pending.isEmpty {
                     var taken: [Handed] = []
@@ -175,11 +196,19 @@ public final class OTLPTraceExporter: Service, Sendable {
                     s.pendingSpans = 0
                     return .encode(taken)
                 }
-                return s.stopping ? .stop : .idle
+                if s.stopping { return .stop }
+                guard park else { return .idle }
+                s.encoderParked = true
+                return .park
             }
             switch step {
             case .encode(let handed):
+                idle = 0
                 encoder.write(handed)
+            case .park:
+                // Whoever clears `encoderParked` signals (a signal before this wait is kept).
+                encoderWake.wait()
+                idle = 0
             case .stop:
                 encoder.close()
                 let poster = state.withLock { s in
@@ -190,6 +219,7 @@ public final class OTLPTraceExporter: Service, Sendable {
                 poster?.resume()
                 return
             case .idle:
+                idle += 1
                 encoder.closeIfDue()
                 Thread.sleep(forTimeInterval: Self.encoderPoll)
             }

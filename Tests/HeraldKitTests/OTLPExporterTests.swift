@@ -305,6 +305,33 @@ struct OTLPExporterTests {
         #expect(all.count == 40 * 4 + 13 && exporter.exported == all.count && exporter.dropped == 0, "\(all.count) decoded, \(exporter.dropped) dropped")
     }
 
+    @Test("an idle encoder sleeps until outcomes come: after a burst it parks (no batch open), the next burst wakes it and is exported in full, twice over", .enabled(if: interopVenvPossible))
+    func parksWhenIdle() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let collector = try await receiver(dir)
+        defer { collector.stopInBackground(interrupt: true) }
+        let exporter = OTLPTraceExporter(configuration: configuration(port: collector.ready["port"] as! Int), logger: Logger(label: "test"))
+        let book = TraceBook()
+        // 100 requests: 40 sampled × 4 spans and 13 waits (as retriedAfter503 counts them).
+        let perBurst = 40 * 4 + 13
+        try await exporting(exporter) {
+            for burst in 1...3 {
+                _ = try await run(100, into: exporter, queuedAt: Duration.sinceEpochMilliseconds, book: book)
+                let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+                while exporter.exported < burst * perBurst || !exporter.state.withLock({ $0.encoderParked }) {
+                    guard ContinuousClock.now < deadline else { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(exporter.exported == burst * perBurst, "burst \(burst): \(exporter.exported) exported")
+                #expect(exporter.state.withLock { $0.encoderParked }, "burst \(burst): the encoder parked once idle")
+            }
+        }
+        #expect(book.inFlight == 0 && exporter.dropped == 0)
+        await collector.stop(interrupt: true)
+        #expect(try spans(dir).count == 3 * perBurst)
+    }
+
     // Wall-clock bounds (the pipeline not held, a prompt end): run apart by .ci/run, after the
     // parallel run (`HERALD_TIMING_APART=1` skips them there: under its load 300 requests took 40 s).
     @Test("no collector (nothing listens on the port): the pipeline is not held, every span is counted dropped once the export time is over, nothing is exported",

@@ -31,7 +31,8 @@ struct QueueSoakTests {
         // and CI's loaded parallel run caught none in thirty tries.
         let total = 300_000
         // Distinct tokens so that the simulator's answers are per request; every line valid.
-        let handle = try #require(FileHandle(forWritingAtPath: { FileManager.default.createFile(atPath: dir + "/requests.jsonl", contents: nil); return dir + "/requests.jsonl" }()))
+        try #require(FileManager.default.createFile(atPath: dir + "/requests.jsonl", contents: nil), "the request file could not be made in \(dir)")
+        let handle = try #require(FileHandle(forWritingAtPath: dir + "/requests.jsonl"))
         var chunk = ""
         for i in 0..<total {
             chunk += #"{"id":\#(i),"token":"\#(String(format: "%064x", i + 1))","alert":"n\#(i)"}"# + "\n"

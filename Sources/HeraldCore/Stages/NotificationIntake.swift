@@ -28,11 +28,13 @@ public protocol NotificationIntake: Sendable {
     var isClosed: Bool { get }
     /// Whether ``submit(_:key:)`` wants each request's JSON text (``IntakeBatch/texts``), as a queue that stores it does.
     var keepsText: Bool { get }
-    /// A refusal known before a batch is parsed, from its count of request lines (JSON Lines: at
-    /// least its requests; a JSON array counts as one): a queue with no room for that many answers at once,
-    /// so a client retrying against a full queue does not have each retry decoded in full.
-    /// `nil` (the default) when the batch must be parsed to be answered.
-    func refusal(beforeParsing lines: Int) -> IntakeRefusal?
+    /// A refusal known before a batch is parsed, from its request lines (JSON Lines: at least
+    /// its requests; a JSON array counts as one): a queue with no room for that many answers at
+    /// once, so a client retrying against a full queue does not have each retry decoded in full.
+    /// `most` bounds the lines (from the body's size); `lines()` counts them (a pass over the
+    /// body: call it only when `most` leaves the answer open). `nil` (the default) when the batch
+    /// must be parsed to be answered.
+    func refusal(beforeParsing most: Int, lines: () -> Int) -> IntakeRefusal?
 
     /// The pipeline's source: what was taken, in order.
     var source: any NotificationSource { get }
@@ -56,7 +58,7 @@ public protocol NotificationIntake: Sendable {
 }
 
 extension NotificationIntake {
-    public func refusal(beforeParsing lines: Int) -> IntakeRefusal? { nil }
+    public func refusal(beforeParsing most: Int, lines: () -> Int) -> IntakeRefusal? { nil }
     public var keepsText: Bool { false }
     public var observers: [any OutcomeObserver] { [] }
     public func lastCountedDepth() async -> Int? { await depth() }
