@@ -156,14 +156,11 @@ struct OTLPSpanBatch {
 
     /// One notification's spans, ending now (`end`, nanoseconds since the UNIX epoch): its queue
     /// wait, its send with a span per stage and APNs' answer under it (``NotificationSpans``).
-    mutating func append(_ record: OutcomeRecord, _ passage: TraceBook.Passage, end: Int64) {
-        append([record], 0, passage, end: end)
-    }
-
-    /// ``append(_:_:end:)`` for `records[index]` (read where it is, not copied).
-    mutating func append(_ records: borrowing [OutcomeRecord], _ index: Int, _ passage: TraceBook.Passage, end: Int64) {
-        if shared?.fits(passage) != true { shared = Shared(passage) }
-        let shared = shared!
+    /// The record and passage are read where they are (borrowed: nothing copied or counted),
+    /// and written with no closure, so the writing is plain stores.
+    mutating func append(_ record: borrowing OutcomeRecord, _ passage: borrowing TraceBook.Passage, end: Int64) {
+        if shared?.fits(passage) != true { shared = Shared(copy passage) }
+        let shared = shared.unsafelyUnwrapped
         let ids = Self.ids(of: passage.trace)
         scratch.removeAll()
         var spans = 1
@@ -173,14 +170,13 @@ struct OTLPSpanBatch {
             spans += 1
         }
         let send = nextSpanID()
-        let lane = passage.lane
-        span(ids, send, "herald.send", .internal, from: shared.entered, to: end) { w in
-            if let id = records[index].id { w.attribute(9, "herald.request.id", Int64(id)) }
-            if let app = records[index].app { w.attribute(9, "herald.app", app) }
-            w.attribute(9, "herald.lane", lane.description)
-            w.attribute(9, "herald.sequence", Int64(clamping: records[index].sequence))
-            Self.outcome(records[index].outcome, into: &w)
-        }
+        var mark = Self.open(into: &scratch, ids, send, "herald.send", .internal, from: shared.entered, to: end)
+        if let id = record.id { scratch.attribute(9, "herald.request.id", Int64(id)) }
+        if let app = record.app { scratch.attribute(9, "herald.app", app) }
+        scratch.attribute(9, "herald.lane", passage.lane == .fast ? "fast" : "bulk" as StaticString)
+        scratch.attribute(9, "herald.sequence", Int64(clamping: record.sequence))
+        Self.outcome(record.outcome, into: &scratch)
+        scratch.close(mark)
         if !shared.stages.isEmpty {
             let at = scratch.count
             scratch.append(shared.stages)
@@ -193,22 +189,15 @@ struct OTLPSpanBatch {
         if let handed = shared.handed {
             var child = ids
             child.parent = send
-            span(child, nextSpanID(), "apns.request", .client, from: handed, to: max(end, handed)) { w in
-                if let apnsID = records[index].apnsID { w.attribute(9, "apns.id", apnsID) }
-                if records[index].possibleDuplicate { w.attribute(9, "herald.possible_duplicate", true) }
-                Self.outcome(records[index].outcome, named: false, into: &w)
-            }
+            mark = Self.open(into: &scratch, child, nextSpanID(), "apns.request", .client, from: handed, to: max(end, handed))
+            if let apnsID = record.apnsID { scratch.attribute(9, "apns.id", apnsID) }
+            if record.possibleDuplicate { scratch.attribute(9, "herald.possible_duplicate", true) }
+            Self.outcome(record.outcome, named: false, into: &scratch)
+            scratch.close(mark)
             spans += 1
         }
         body.writeBytes(scratch.written)
         count += spans
-    }
-
-    /// A span into the scratch: see ``span(into:_:_:_:_:from:to:attributes:)``.
-    private mutating func span(
-        _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64, attributes: (inout ProtobufWriter) -> Void
-    ) {
-        Self.span(into: &scratch, ids, spanID, name, kind, from: start, to: end, attributes: attributes)
     }
 
     /// A `Span` as a `ScopeSpans.spans` field: `trace_id` (1), `span_id` (2), `parent_span_id`
@@ -220,18 +209,27 @@ struct OTLPSpanBatch {
         into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64,
         attributes: (inout ProtobufWriter) -> Void
     ) -> Int {
-        var length = 0
-        w.message(2) { s in
-            let begin = s.count
-            head(into: &s, ids, spanID)
-            s.tag(5, .lengthDelimited)
-            s.varint(UInt64(name.utf8CodeUnitCount))
-            s.append(name)
-            times(into: &s, kind, from: start, to: end)
-            attributes(&s)
-            length = s.count - begin
-        }
+        let mark = open(into: &w, ids, spanID, name, kind, from: start, to: end)
+        attributes(&w)
+        // The body starts after its length, which may take more than the byte kept for it.
+        let length = w.count - mark - 1
+        w.close(mark)
         return w.count - length + spanIDOffset
+    }
+
+    /// A span's message opened and its fields up to the attributes written (as
+    /// ``span(into:_:_:_:_:from:to:attributes:)``); the caller writes the attributes and status,
+    /// then closes it (`close` with what this returns).
+    static func open(
+        into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64
+    ) -> Int {
+        let mark = w.open(2)
+        head(into: &w, ids, spanID)
+        w.tag(5, .lengthDelimited)
+        w.varint(UInt64(name.utf8CodeUnitCount))
+        w.append(name)
+        times(into: &w, kind, from: start, to: end)
+        return mark
     }
 
     /// A stage's span, named `herald.` and the stage's name, as ``span(into:_:_:_:_:from:to:attributes:)``.

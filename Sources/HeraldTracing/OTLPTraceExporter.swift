@@ -231,6 +231,8 @@ public final class OTLPTraceExporter: Service, Sendable {
         let exporter: OTLPTraceExporter
         var batch: OTLPSpanBatch
         var openedAt: ContinuousClock.Instant?
+        /// One hand-over's passages (kept: its room is reused).
+        var taken: [(index: Int, passage: TraceBook.Passage)] = []
 
         init(_ exporter: OTLPTraceExporter) {
             self.exporter = exporter
@@ -244,14 +246,22 @@ public final class OTLPTraceExporter: Service, Sendable {
             var records = 0, spans = 0
             for h in handed {
                 records += h.records.count
-                for (index, passage) in h.book.passages(of: h.records, at: h.ended) where exporter.samples(passage.trace) {
-                    if openedAt == nil { openedAt = .now }
-                    let before = batch.count
-                    batch.append(h.records, index, passage, end: passage.ended ?? h.ended)
-                    spans += batch.count - before
-                    if batch.count >= most { close() }
+                // Read in place: the records are shared with the other observers' threads, and
+                // counting references to them (or their strings) from here contends with those.
+                h.records.withUnsafeBufferPointer { recs in
+                    h.book.passages(of: recs, at: h.ended, into: &taken)
+                    taken.withUnsafeBufferPointer { passages in
+                        for k in passages.indices where exporter.samples(passages[k].passage.trace) {
+                            if openedAt == nil { openedAt = .now }
+                            let before = batch.count
+                            batch.append(recs[passages[k].index], passages[k].passage, end: passages[k].passage.ended ?? h.ended)
+                            spans += batch.count - before
+                            if batch.count >= most { close() }
+                        }
+                    }
                 }
             }
+            taken.removeAll(keepingCapacity: true)
             if records > 0 {
                 let rate = Double(spans) / Double(records)
                 exporter.state.withLock { $0.spansPerRecord = max(rate, 0.01) }

@@ -111,11 +111,10 @@ struct ProtobufWriter {
     }
 
     mutating func string(_ field: Int, _ value: String) {
-        var value = value
-        value.withUTF8 { u in
+        Self.withUTF8(value) { u in
             tag(field, .lengthDelimited)
             varint(UInt64(u.count))
-            append(UnsafeRawBufferPointer(u))
+            append(u)
         }
     }
 
@@ -151,10 +150,22 @@ struct ProtobufWriter {
 
     /// A nested message: `body` writes its fields.
     mutating func message(_ field: Int, _ body: (inout ProtobufWriter) -> Void) {
+        let mark = open(field)
+        body(&self)
+        close(mark)
+    }
+
+    /// Starts a nested message whose fields are written next; ``close(_:)`` with what this
+    /// returns writes its length (``message(_:_:)`` without a closure).
+    @inline(__always) mutating func open(_ field: Int) -> Int {
         tag(field, .lengthDelimited)
         let mark = count
         byte(0)
-        body(&self)
+        return mark
+    }
+
+    /// Ends the nested message ``open(_:)`` started at `mark`.
+    mutating func close(_ mark: Int) {
         let length = count - mark - 1
         if length < 0x80 {
             base.storeBytes(of: UInt8(length), toByteOffset: mark, as: UInt8.self)
@@ -184,13 +195,20 @@ struct ProtobufWriter {
 extension ProtobufWriter {
     /// A string field whose text is `prefix` then `rest` (a span's name, `herald.` and a stage's).
     mutating func string(_ field: Int, _ prefix: StaticString, _ rest: String) {
-        var rest = rest
-        rest.withUTF8 { u in
+        Self.withUTF8(rest) { u in
             tag(field, .lengthDelimited)
             varint(UInt64(prefix.utf8CodeUnitCount + u.count))
             append(prefix)
-            append(UnsafeRawBufferPointer(u))
+            append(u)
         }
+    }
+
+    /// A string's UTF-8 where it is (no copy of the string, so no reference counted for a native
+    /// one), or from a copy made contiguous.
+    @inline(__always) static func withUTF8(_ text: String, _ body: (UnsafeRawBufferPointer) -> Void) {
+        if text.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) != nil { return }
+        var copy = text
+        copy.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
 
     /// The start of OpenTelemetry's `KeyValue` (its key, the value's frame) whose `AnyValue`
@@ -209,13 +227,21 @@ extension ProtobufWriter {
 
     /// `KeyValue` with a string value (`AnyValue.string_value`).
     mutating func attribute(_ field: Int, _ key: StaticString, _ value: String) {
-        var value = value
-        value.withUTF8 { v in
+        Self.withUTF8(value) { v in
             keyValue(field, key, any: 1 + Self.size(ofVarint: UInt64(v.count)) + v.count)
             tag(1, .lengthDelimited)
             varint(UInt64(v.count))
-            append(UnsafeRawBufferPointer(v))
+            append(v)
         }
+    }
+
+    /// `KeyValue` with a string value known at compile time.
+    mutating func attribute(_ field: Int, _ key: StaticString, _ value: StaticString) {
+        let n = value.utf8CodeUnitCount
+        keyValue(field, key, any: 1 + Self.size(ofVarint: UInt64(n)) + n)
+        tag(1, .lengthDelimited)
+        varint(UInt64(n))
+        append(value)
     }
 
     /// `KeyValue` with an `int_value`.

@@ -139,7 +139,7 @@ struct NotificationTraceTests {
         #expect([1, 2, 3, 10].allSatisfy { by[$0]?.handed != nil })
     }
 
-    @Test("the trace book over 200 seeds: batches noted, split, mixed and decided in random orders; each passage holds exactly the steps of the batches it was in, in order, and once all are taken the book holds no route", arguments: 0..<200)
+    @Test("the trace book over 200 seeds: batches noted, split, mixed and decided in random orders (some not in sequence order, some numbered far apart); each passage holds exactly the steps of the batches it was in, in order, and once all are taken the book holds no route", arguments: 0..<200)
     func routesAtRandom(seed: UInt64) throws {
         var random = SeededGenerator(seed: seed)
         let book = TraceBook()
@@ -157,11 +157,14 @@ struct NotificationTraceTests {
         for step in 0..<60 {
             switch random.next() % 4 {
             case 0:
-                // A batch enters.
-                let batch = (0..<(1 + random.next() % 6)).map { _ -> Envelope in
+                // A batch enters: now and then numbered far from the last (another block of the
+                // book's), or not in sequence order.
+                if random.next() % 5 == 0 { next += 50 + random.next() % 200 }
+                var batch = (0..<(1 + random.next() % 6)).map { _ -> Envelope in
                     defer { next += 1 }
                     return envelope(next)
                 }
+                if random.next() % 4 == 0 { batch.shuffle(using: &random) }
                 book.entered(batch)
                 for e in batch where e.request.trace != nil {
                     expected[e.sequence] = []
@@ -170,7 +173,8 @@ struct NotificationTraceTests {
             case 1, 2:
                 // A stage (or the transport) works on a random choice of what is in flight, untraced ones mixed in.
                 guard !live.isEmpty else { continue }
-                let chosen = live.filter { _ in random.next() % 2 == 0 }.sorted()
+                var chosen = live.filter { _ in random.next() % 2 == 0 }.sorted()
+                if random.next() % 4 == 0 { chosen.shuffle(using: &random) }
                 let batch = (chosen + [next + 1_000]).map(envelope)
                 book.ran("s\(step)", batch, from: Int64(step), to: Int64(step))
                 for q in chosen { expected[q]?.append("s\(step)") }

@@ -9,6 +9,10 @@ import Synchronization
 /// An untraced request costs a look at its envelope as its batch enters and nothing after: a
 /// batch with no traced request in flight is not looked at again. A stage's work on a batch is
 /// noted once for the batch's traced requests together (they share a route until they part).
+/// A traced request has no entry of its own: its route holds it (sequence, trace, lane), and an
+/// outcome finds it on the route it was last found on, else on the routes of its block of
+/// sequence numbers: no hashing per request in the common case, where outcomes come a batch
+/// at a time.
 /// Bounded: past `capacity` passages in flight, new ones are not noted (``overflowed`` counts
 /// them: their spans are lost, their notifications are not).
 public final class TraceBook: Sendable {
@@ -31,7 +35,7 @@ public final class TraceBook: Sendable {
         public var handed: Int64? { route.handed }
 
         public init(trace: NotificationTrace, lane: Lane, entered: Int64, steps: [Step] = [], handed: Int64? = nil, ended: Int64? = nil) {
-            self.init(trace: trace, lane: lane, route: Route(entered: entered, steps: steps, handed: handed, sequences: []), ended: ended)
+            self.init(trace: trace, lane: lane, route: Route(entered: entered, steps: steps, handed: handed, members: []), ended: ended)
         }
 
         init(trace: NotificationTrace, lane: Lane, route: Route, ended: Int64?) {
@@ -60,55 +64,132 @@ public final class TraceBook: Sendable {
     let book = Mutex(Book())
     let lost = Atomic<Int>(0)
 
-    /// A traced request in flight: its trace and the way its batch went (shared by the batch's
-    /// traced requests while they go together).
-    struct Entry {
-        let trace: NotificationTrace
-        let lane: Lane
-        /// Not counted: ``Book/routes`` keeps every route alive while any of its requests is in
-        /// the book (an entry made and removed per request would count it twice, on the
-        /// pipeline's threads and the encoder's, for nothing).
-        unowned(unsafe) var route: Route
-    }
-
     /// The way a group of traced requests went together: when they entered, each stage's work,
-    /// when the transport took them. Shared, so that a stage's work on a batch is noted once,
-    /// not once per request. Changed only under the book's lock, and only while none of its
-    /// requests has left it (taken or forked): from then on it is read without the lock (a
-    /// ``Passage``'s steps; an exporter writing its spans once for all of its requests).
+    /// when the transport took them; and the requests themselves (their sequence numbers, traces
+    /// and lanes), so that a request is found by its route, not by an entry of its own. Shared,
+    /// so that a stage's work on a batch is noted once, not once per request. Changed only under
+    /// the book's lock, and its way (steps, handed) only while none of its requests has left it
+    /// (taken or forked): from then on that is read without the lock (a ``Passage``'s steps; an
+    /// exporter writing its spans once for all of its requests).
     package final class Route: @unchecked Sendable {
         package let entered: Int64
         package fileprivate(set) var steps: [Step]
         package fileprivate(set) var handed: Int64?
-        /// The requests put on this route, in their batch's order.
+        /// The requests put on this route, ascending.
         let sequences: [UInt64]
-        /// Those of them since gone (decided, or forked onto a route of their own).
-        var departed = 0
+        /// Their traces and lanes, member by member; one of each when all share it (a POST's
+        /// requests share the POST's trace).
+        let traces: [NotificationTrace]
+        let lanes: [Lane]
+        /// Members since gone (decided, or forked onto a route of their own), and how many.
+        @exclusivity(unchecked) var gone: [Bool]
+        @exclusivity(unchecked) var departed = 0
+        /// The sequences are `first, first + 1, …` (a member is found by subtraction).
+        let contiguous: Bool
         /// Requests in flight on this route.
         var members: Int { sequences.count - departed }
 
-        init(entered: Int64, steps: [Step] = [], handed: Int64? = nil, sequences: [UInt64]) {
+        init(entered: Int64, steps: [Step] = [], handed: Int64? = nil, members: [Member]) {
             self.entered = entered
             self.steps = steps
             self.handed = handed
+            var members = members
+            if !members.indices.dropFirst().allSatisfy({ members[$0 - 1].sequence < members[$0].sequence }) {
+                members.sort { $0.sequence < $1.sequence }
+            }
+            let sequences = members.map(\.sequence)
             self.sequences = sequences
+            let trace = members.first?.trace
+            traces = members.allSatisfy { $0.trace == trace } ? (trace.map { [$0] } ?? []) : members.map(\.trace)
+            let lane = members.first?.lane
+            lanes = members.allSatisfy { $0.lane == lane } ? (lane.map { [$0] } ?? []) : members.map(\.lane)
+            gone = Array(repeating: false, count: members.count)
+            contiguous = sequences.last.map { $0 &- sequences[0] == UInt64(sequences.count - 1) } ?? true
         }
+
+        /// Where request `sequence` is among the members, if it is one still on this route.
+        func member(_ sequence: UInt64) -> Int? {
+            guard let first = sequences.first, sequence >= first, sequence <= sequences[sequences.count - 1] else { return nil }
+            var k: Int
+            if contiguous {
+                k = Int(sequence - first)
+            } else {
+                var (low, high) = (0, sequences.count)
+                while low < high {
+                    let mid = (low + high) / 2
+                    if sequences[mid] < sequence { low = mid + 1 } else { high = mid }
+                }
+                guard low < sequences.count, sequences[low] == sequence else { return nil }
+                k = low
+            }
+            return gone[k] ? nil : k
+        }
+
+        func trace(_ k: Int) -> NotificationTrace { traces.count == 1 ? traces[0] : traces[k] }
+        func lane(_ k: Int) -> Lane { lanes.count == 1 ? lanes[0] : lanes[k] }
+        func memberInfo(_ k: Int) -> Member { Member(sequence: sequences[k], trace: trace(k), lane: lane(k)) }
+    }
+
+    /// A traced request as a route holds it.
+    struct Member {
+        let sequence: UInt64
+        let trace: NotificationTrace
+        let lane: Lane
     }
 
     struct Book {
-        var entries: [UInt64: Entry] = [:]
-        /// Every route with a request in the book: what keeps them alive (``Entry/route``).
+        /// Every route with a request in the book: what keeps them alive.
         var routes: [ObjectIdentifier: Route] = [:]
+        /// The routes holding requests numbered in each block of 64 sequence numbers: where a
+        /// request's route is looked for when it is not the last one found.
+        var blocks: [UInt64: [Route]] = [:]
+        /// Requests in flight, all routes together.
+        var live = 0
+        /// The route a request was last found on (a batch's outcomes mostly share one). Cleared
+        /// when the route is let go.
+        unowned(unsafe) var hint: Route?
+
+        static let blockShift: UInt64 = 6
+
+        /// The blocks `route`'s members are in, each once.
+        static func blocks(of route: Route) -> [UInt64] {
+            var out: [UInt64] = []
+            for q in route.sequences where out.last != q >> blockShift { out.append(q >> blockShift) }
+            return out
+        }
 
         mutating func add(_ route: Route) {
-            if route.members > 0 { routes[ObjectIdentifier(route)] = route }
+            guard route.members > 0 else { return }
+            routes[ObjectIdentifier(route)] = route
+            for block in Self.blocks(of: route) { blocks[block, default: []].append(route) }
+            live += route.members
         }
 
         /// `count` of `route`'s requests left it; once none is left the book lets it go (a
         /// passage that has it keeps it).
         mutating func depart(_ count: Int, from route: Route) {
             route.departed += count
-            if route.members <= 0 { routes.removeValue(forKey: ObjectIdentifier(route)) }
+            live -= count
+            guard route.members <= 0 else { return }
+            routes.removeValue(forKey: ObjectIdentifier(route))
+            for block in Self.blocks(of: route) {
+                blocks[block]?.removeAll { $0 === route }
+                if blocks[block]?.isEmpty == true { blocks.removeValue(forKey: block) }
+            }
+            if hint === route { hint = nil }
+        }
+
+        /// The route request `sequence` is on, and where among its members; nil when not in the book.
+        mutating func find(_ sequence: UInt64) -> (route: Route, member: Int)? {
+            if let hint, let k = hint.member(sequence) { return (hint, k) }
+            guard let candidates = blocks[sequence >> Self.blockShift] else { return nil }
+            for route in candidates {
+                if let k = route.member(sequence) {
+                    hint = route
+                    return (route, k)
+                }
+            }
+            return nil
         }
     }
 
@@ -123,25 +204,26 @@ public final class TraceBook: Sendable {
     /// Passages in flight: noted, their outcome not yet taken.
     public var inFlight: Int { held.load(ordering: .relaxed) }
 
-    /// The batch entered the pipeline now.
+    /// The batch entered the pipeline now: its traced requests go on one route (made before the
+    /// lock is taken; no entry per request).
     func entered(_ batch: borrowing [Envelope]) {
-        let traced = Self.tracedSequences(batch)
-        guard !traced.isEmpty else { return }
+        var members: [Member] = []
+        for i in batch.indices {
+            guard let trace = batch[i].request.trace else { continue }
+            if members.isEmpty { members.reserveCapacity(batch.count - i) }
+            members.append(Member(sequence: batch[i].sequence, trace: trace, lane: batch[i].request.effectiveLane))
+        }
+        guard !members.isEmpty else { return }
         let now = Duration.sinceEpochNanoseconds
+        var route = Route(entered: now, members: members)
         let refused = book.withLock { b in
-            let room = max(0, capacity - b.entries.count)
-            let noted = traced.count <= room ? traced : Array(traced.prefix(room))
-            let route = Route(entered: now, sequences: noted)
-            b.add(route)
-            b.entries.reserveCapacity(b.entries.count + noted.count)
-            var left = noted.count
-            for i in batch.indices where left > 0 {
-                guard let trace = batch[i].request.trace else { continue }
-                b.entries[batch[i].sequence] = Entry(trace: trace, lane: batch[i].request.effectiveLane, route: route)
-                left -= 1
+            let room = max(0, capacity - b.live)
+            if members.count > room {
+                route = Route(entered: now, members: Array(members.prefix(room)))
             }
-            held.store(b.entries.count, ordering: .relaxed)
-            return traced.count - noted.count
+            b.add(route)
+            held.store(b.live, ordering: .relaxed)
+            return members.count - route.sequences.count
         }
         if refused > 0 { lost.add(refused, ordering: .relaxed) }
     }
@@ -169,33 +251,32 @@ public final class TraceBook: Sendable {
     private func touch(_ batch: borrowing [Envelope], _ change: (Route) -> Void) {
         guard let first = batch.firstIndex(where: { $0.request.trace != nil }) else { return }
         book.withLock { b in
-            if let route = b.entries[batch[first].sequence]?.route, route.departed == 0, Self.holdsExactly(route.sequences, batch, from: first) {
+            if let (route, _) = b.find(batch[first].sequence), route.departed == 0, Self.holdsExactly(route.sequences, batch, from: first) {
                 change(route)
                 return
             }
-            let traced = Self.tracedSequences(batch)
-            // The routes met, each with its requests here (a batch mostly has one).
-            var routes: [(route: Route, sequences: [UInt64])] = []
-            for q in traced {
-                guard let route = b.entries[q]?.route else { continue }
-                if let k = routes.firstIndex(where: { $0.route === route }) {
-                    routes[k].sequences.append(q)
+            // The routes met, each with its members here (a batch mostly has one).
+            var routes: [(route: Route, members: [Int])] = []
+            for i in first..<batch.count where batch[i].request.trace != nil {
+                guard let (route, k) = b.find(batch[i].sequence) else { continue }
+                if let at = routes.firstIndex(where: { $0.route === route }) {
+                    routes[at].members.append(k)
                 } else {
-                    routes.append((route, [q]))
+                    routes.append((route, [k]))
                 }
             }
-            for (route, sequences) in routes {
+            for (route, members) in routes {
                 // A route none has left yet changes in place; one that some have left is left as
                 // it is (their passages read it) and the rest go on a fork.
-                if route.departed == 0 && sequences.count == route.members {
+                if route.departed == 0 && members.count == route.members {
                     change(route)
                     continue
                 }
-                let fork = Route(entered: route.entered, steps: route.steps, handed: route.handed, sequences: sequences)
+                let fork = Route(entered: route.entered, steps: route.steps, handed: route.handed, members: members.map(route.memberInfo))
                 change(fork)
+                for k in members { route.gone[k] = true }
                 b.add(fork)
-                for q in sequences { b.entries[q]?.route = fork }
-                b.depart(sequences.count, from: route)
+                b.depart(members.count, from: route)
             }
         }
     }
@@ -211,12 +292,6 @@ public final class TraceBook: Sendable {
         return k == sequences.count
     }
 
-    static func tracedSequences(_ batch: borrowing [Envelope]) -> [UInt64] {
-        var out: [UInt64] = []
-        for i in batch.indices where batch[i].request.trace != nil { out.append(batch[i].sequence) }
-        return out
-    }
-
     /// The passages of the requests these outcomes end (removed from the book), with their records.
     public func take(_ records: [OutcomeRecord]) -> [(record: OutcomeRecord, passage: Passage)] {
         passages(of: records).map { (records[$0.index], $0.passage) }
@@ -226,18 +301,26 @@ public final class TraceBook: Sendable {
     /// record's place in `records` (the records are not copied); `now`: their end (when their
     /// outcomes came), this moment unless given.
     public func passages(of records: [OutcomeRecord], at now: Int64? = nil) -> [(index: Int, passage: Passage)] {
-        guard !isEmpty else { return [] }
+        var out: [(index: Int, passage: Passage)] = []
+        records.withUnsafeBufferPointer { passages(of: $0, at: now, into: &out) }
+        return out
+    }
+
+    /// ``passages(of:at:)`` into `out` (emptied first, its room kept: an exporter's encoder
+    /// reuses one), the records read where they are.
+    package func passages(of records: UnsafeBufferPointer<OutcomeRecord>, at now: Int64? = nil, into out: inout [(index: Int, passage: Passage)]) {
+        out.removeAll(keepingCapacity: true)
+        guard !isEmpty else { return }
         let now = now ?? Duration.sinceEpochNanoseconds
-        return book.withLock { b in
-            var out: [(index: Int, passage: Passage)] = []
-            out.reserveCapacity(min(records.count, b.entries.count))
+        book.withLock { b in
+            out.reserveCapacity(min(records.count, b.live))
             for i in records.indices {
-                guard let entry = b.entries.removeValue(forKey: records[i].sequence) else { continue }
-                out.append((i, Passage(trace: entry.trace, lane: entry.lane, route: entry.route, ended: now)))
-                b.depart(1, from: entry.route)
+                guard let (route, k) = b.find(records[i].sequence) else { continue }
+                route.gone[k] = true
+                out.append((i, Passage(trace: route.trace(k), lane: route.lane(k), route: route, ended: now)))
+                b.depart(1, from: route)
             }
-            held.store(b.entries.count, ordering: .relaxed)
-            return out
+            held.store(b.live, ordering: .relaxed)
         }
     }
 }
