@@ -21,6 +21,9 @@ struct OTLPSpanBatch {
     let scope: [UInt8]
     /// The bytes kept in front of the spans for the request's head: its most.
     let headRoom: Int
+    /// `herald.lane`'s attribute for each lane; an accepted outcome's attribute and status (with
+    /// the kind, on the send span) and its status alone (APNs' answer): the same bytes each time.
+    let fastLane: [UInt8], bulkLane: [UInt8], accepted: [UInt8], acceptedBare: [UInt8]
     /// Span ids: SplitMix64 over a random seed (the W3C rule: random, never zero).
     private var idState: SeededGenerator
     /// One notification's spans, written here, then into `body` in one copy.
@@ -51,6 +54,11 @@ struct OTLPSpanBatch {
         /// Each stage's span, one after another, and where each one's span id goes (its parent's 10 bytes on).
         let stages: [UInt8]
         let stageIDs: [Int]
+        /// The fields of `herald.send` from its trace id to its start, and those of `apns.request`
+        /// (empty when the transport did not take the run), their span ids at ``spanIDOffset``
+        /// and, for APNs' answer, its parent's (the send span's) 10 bytes on.
+        let sendLead: [UInt8]
+        let answerLead: [UInt8]
 
         /// Writes them for `passage`'s run.
         init(_ passage: TraceBook.Passage) {
@@ -71,6 +79,14 @@ struct OTLPSpanBatch {
             child.parent = 0
             stageIDs = route.steps.map { OTLPSpanBatch.stageSpan(into: &w, child, 0, $0.stage, from: $0.start, to: $0.end) }
             stages = w.bytes
+            w.removeAll()
+            OTLPSpanBatch.lead(into: &w, ids, 0, "herald.send", .internal, from: entered)
+            sendLead = w.bytes
+            w.removeAll()
+            if let handed {
+                OTLPSpanBatch.lead(into: &w, child, 0, "apns.request", .client, from: handed)
+            }
+            answerLead = w.bytes
         }
 
         func fits(_ passage: TraceBook.Passage) -> Bool {
@@ -88,6 +104,15 @@ struct OTLPSpanBatch {
         self.scope = s.bytes
         // Two tags and lengths for each of ResourceSpans, Resource, ScopeSpans and the scope.
         headRoom = 4 * (1 + 5) + resource.count + self.scope.count
+        func bytes(_ write: (inout ProtobufWriter) -> Void) -> [UInt8] {
+            var w = ProtobufWriter()
+            write(&w)
+            return w.bytes
+        }
+        fastLane = bytes { $0.attribute(9, "herald.lane", "fast" as StaticString) }
+        bulkLane = bytes { $0.attribute(9, "herald.lane", "bulk" as StaticString) }
+        accepted = bytes { Self.outcome(.accepted, into: &$0) }
+        acceptedBare = bytes { Self.outcome(.accepted, named: false, into: &$0) }
         body = Self.fresh(headRoom: headRoom, capacity: 1 << 16)
         idState = SeededGenerator(seed: seed)
     }
@@ -161,7 +186,6 @@ struct OTLPSpanBatch {
     mutating func append(_ record: borrowing OutcomeRecord, _ passage: borrowing TraceBook.Passage, end: Int64) {
         if shared?.fits(passage) != true { shared = Shared(copy passage) }
         let shared = shared.unsafelyUnwrapped
-        let ids = Self.ids(of: passage.trace)
         scratch.removeAll()
         var spans = 1
         if !shared.wait.isEmpty {
@@ -170,12 +194,17 @@ struct OTLPSpanBatch {
             spans += 1
         }
         let send = nextSpanID()
-        var mark = Self.open(into: &scratch, ids, send, "herald.send", .internal, from: shared.entered, to: end)
+        // The run's lead (ids, name, kind, start) copied, this span's id and end put in.
+        var mark = scratch.open(2)
+        var at = scratch.count
+        scratch.append(shared.sendLead)
+        scratch.setBigEndian(send, at: at + Self.spanIDOffset)
+        scratch.fixed64(8, UInt64(clamping: end))
         if let id = record.id { scratch.attribute(9, "herald.request.id", Int64(id)) }
         if let app = record.app { scratch.attribute(9, "herald.app", app) }
-        scratch.attribute(9, "herald.lane", passage.lane == .fast ? "fast" : "bulk" as StaticString)
+        scratch.append(passage.lane == .fast ? fastLane : bulkLane)
         scratch.attribute(9, "herald.sequence", Int64(clamping: record.sequence))
-        Self.outcome(record.outcome, into: &scratch)
+        if case .accepted = record.outcome { scratch.append(accepted) } else { Self.outcome(record.outcome, into: &scratch) }
         scratch.close(mark)
         if !shared.stages.isEmpty {
             let at = scratch.count
@@ -187,12 +216,15 @@ struct OTLPSpanBatch {
             spans += shared.stageIDs.count
         }
         if let handed = shared.handed {
-            var child = ids
-            child.parent = send
-            mark = Self.open(into: &scratch, child, nextSpanID(), "apns.request", .client, from: handed, to: max(end, handed))
+            mark = scratch.open(2)
+            at = scratch.count
+            scratch.append(shared.answerLead)
+            scratch.setBigEndian(nextSpanID(), at: at + Self.spanIDOffset)
+            scratch.setBigEndian(send, at: at + Self.spanIDOffset + 10)
+            scratch.fixed64(8, UInt64(clamping: max(end, handed)))
             if let apnsID = record.apnsID { scratch.attribute(9, "apns.id", apnsID) }
             if record.possibleDuplicate { scratch.attribute(9, "herald.possible_duplicate", true) }
-            Self.outcome(record.outcome, named: false, into: &scratch)
+            if case .accepted = record.outcome { scratch.append(acceptedBare) } else { Self.outcome(record.outcome, named: false, into: &scratch) }
             scratch.close(mark)
             spans += 1
         }
@@ -224,12 +256,20 @@ struct OTLPSpanBatch {
         into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64
     ) -> Int {
         let mark = w.open(2)
+        lead(into: &w, ids, spanID, name, kind, from: start)
+        w.fixed64(8, UInt64(clamping: end))
+        return mark
+    }
+
+    /// A span's fields up to its end time: `trace_id`, `span_id`, `parent_span_id`, `name`,
+    /// `kind`, `start_time_unix_nano` (a run's spans share them but for their ids).
+    static func lead(into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64) {
         head(into: &w, ids, spanID)
         w.tag(5, .lengthDelimited)
         w.varint(UInt64(name.utf8CodeUnitCount))
         w.append(name)
-        times(into: &w, kind, from: start, to: end)
-        return mark
+        w.uint(6, kind.rawValue)
+        w.fixed64(7, UInt64(clamping: start))
     }
 
     /// A stage's span, named `herald.` and the stage's name, as ``span(into:_:_:_:_:from:to:attributes:)``.
