@@ -22,8 +22,11 @@ struct OTLPSpanBatch {
     /// The bytes kept in front of the spans for the request's head: its most.
     let headRoom: Int
     /// `herald.lane`'s attribute for each lane; an accepted outcome's attribute and status (with
-    /// the kind, on the send span) and its status alone (APNs' answer): the same bytes each time.
-    let fastLane: [UInt8], bulkLane: [UInt8], accepted: [UInt8], acceptedBare: [UInt8]
+    /// the kind, on the send span) and its status alone (APNs' answer): the same bytes each time,
+    /// in memory of `fixed`'s, read with no reference counted.
+    let fastLane: UnsafeRawBufferPointer, bulkLane: UnsafeRawBufferPointer
+    let accepted: UnsafeRawBufferPointer, acceptedBare: UnsafeRawBufferPointer
+    private let fixed: ProtobufWriter
     /// Span ids: SplitMix64 over a random seed (the W3C rule: random, never zero).
     private var idState: SeededGenerator
     /// One notification's spans, written here, then into `body` in one copy.
@@ -31,6 +34,9 @@ struct OTLPSpanBatch {
     /// The spans the notifications of one run (one route, one traceparent, one enqueued-at)
     /// write alike but for their ids, written once for the run.
     private var shared: Shared?
+    /// `shared`'s view (what each notification of its run copies), held apart so that reading it
+    /// counts no reference.
+    private var run = Shared.View()
 
     /// A trace id (two halves) and a parent span id, as numbers (written most significant byte first).
     struct Ids {
@@ -41,55 +47,75 @@ struct OTLPSpanBatch {
 
     /// A run's queue wait and stage spans, framed, with where each one's ids go: every
     /// notification of the run copies them and puts in its own span ids (and, for the stages,
-    /// its send span's id as their parent).
+    /// its send span's id as their parent); and the leads of its send span and APNs' answer.
+    /// Written into memory of its own, which ``view`` shows without reference counting (the
+    /// encoder reads it once per notification: a count each time showed in its profile).
     final class Shared {
         let route: TraceBook.Route
         let trace: NotificationTrace
-        /// The route's times (read once: it no longer changes).
-        let entered: Int64
-        let handed: Int64?
-        /// `herald.queue.wait` (empty when it was not queued) and where its span id goes.
-        let wait: [UInt8]
-        let waitID: Int
-        /// Each stage's span, one after another, and where each one's span id goes (its parent's 10 bytes on).
-        let stages: [UInt8]
-        let stageIDs: [Int]
-        /// The fields of `herald.send` from its trace id to its start, and those of `apns.request`
-        /// (empty when the transport did not take the run), their span ids at ``spanIDOffset``
-        /// and, for APNs' answer, its parent's (the send span's) 10 bytes on.
-        let sendLead: [UInt8]
-        let answerLead: [UInt8]
+        /// The bytes (`view`'s pointers point into them; never written again).
+        private let bytes: ProtobufWriter
+        private let ids: UnsafeMutableBufferPointer<Int>
+        let view: View
+
+        /// What a notification of the run copies.
+        struct View {
+            /// The route's times (read once: it no longer changes).
+            var entered: Int64 = 0
+            var handed: Int64?
+            /// `herald.queue.wait` (empty when it was not queued) and where its span id goes.
+            var wait = UnsafeRawBufferPointer(start: nil, count: 0)
+            var waitID = 0
+            /// Each stage's span, one after another, and where each one's span id goes (its
+            /// parent's 10 bytes on).
+            var stages = UnsafeRawBufferPointer(start: nil, count: 0)
+            var stageIDs = UnsafeBufferPointer<Int>(start: nil, count: 0)
+            /// The fields of `herald.send` from its trace id to its start, and those of
+            /// `apns.request` (empty when the transport did not take the run), their span ids at
+            /// ``spanIDOffset`` and, for APNs' answer, its parent's (the send span's) 10 bytes on.
+            var sendLead = UnsafeRawBufferPointer(start: nil, count: 0)
+            var answerLead = UnsafeRawBufferPointer(start: nil, count: 0)
+        }
 
         /// Writes them for `passage`'s run.
         init(_ passage: TraceBook.Passage) {
             route = passage.route
             trace = passage.trace
-            entered = route.entered
-            handed = route.handed
+            let entered = route.entered
+            let handed = route.handed
             let ids = OTLPSpanBatch.ids(of: trace)
             var w = ProtobufWriter(capacity: 1024)
+            // Where each part ends in `w` (written one after another).
+            var waitID = 0
             if let queued = trace.enqueuedAt {
                 waitID = OTLPSpanBatch.span(into: &w, ids, 0, "herald.queue.wait", .consumer, from: min(queued &* 1_000_000, entered), to: entered) { _ in }
-                wait = w.bytes
-            } else {
-                (waitID, wait) = (0, [])
             }
-            w.removeAll()
+            let waitEnd = w.count
             var child = ids
             child.parent = 0
-            stageIDs = route.steps.map { OTLPSpanBatch.stageSpan(into: &w, child, 0, $0.stage, from: $0.start, to: $0.end) }
-            stages = w.bytes
-            w.removeAll()
+            let stageIDs = route.steps.map { OTLPSpanBatch.stageSpan(into: &w, child, 0, $0.stage, from: $0.start, to: $0.end) - waitEnd }
+            let stagesEnd = w.count
             OTLPSpanBatch.lead(into: &w, ids, 0, "herald.send", .internal, from: entered)
-            sendLead = w.bytes
-            w.removeAll()
+            let sendEnd = w.count
             if let handed {
                 OTLPSpanBatch.lead(into: &w, child, 0, "apns.request", .client, from: handed)
             }
-            answerLead = w.bytes
+            bytes = w
+            self.ids = .allocate(capacity: max(1, stageIDs.count))
+            _ = self.ids.initialize(from: stageIDs)
+            let all = w.written
+            view = View(
+                entered: entered, handed: handed,
+                wait: UnsafeRawBufferPointer(rebasing: all[0..<waitEnd]), waitID: waitID,
+                stages: UnsafeRawBufferPointer(rebasing: all[waitEnd..<stagesEnd]),
+                stageIDs: UnsafeBufferPointer(rebasing: self.ids[0..<stageIDs.count]),
+                sendLead: UnsafeRawBufferPointer(rebasing: all[stagesEnd..<sendEnd]),
+                answerLead: UnsafeRawBufferPointer(rebasing: all[sendEnd..<all.count]))
         }
 
-        func fits(_ passage: TraceBook.Passage) -> Bool {
+        deinit { ids.deallocate() }
+
+        func fits(_ passage: borrowing TraceBook.Passage) -> Bool {
             passage.route === route && passage.trace == trace
         }
     }
@@ -104,15 +130,23 @@ struct OTLPSpanBatch {
         self.scope = s.bytes
         // Two tags and lengths for each of ResourceSpans, Resource, ScopeSpans and the scope.
         headRoom = 4 * (1 + 5) + resource.count + self.scope.count
-        func bytes(_ write: (inout ProtobufWriter) -> Void) -> [UInt8] {
-            var w = ProtobufWriter()
-            write(&w)
-            return w.bytes
-        }
-        fastLane = bytes { $0.attribute(9, "herald.lane", "fast" as StaticString) }
-        bulkLane = bytes { $0.attribute(9, "herald.lane", "bulk" as StaticString) }
-        accepted = bytes { Self.outcome(.accepted, into: &$0) }
-        acceptedBare = bytes { Self.outcome(.accepted, named: false, into: &$0) }
+        // One writer's memory holds the four, written one after another (it never grows again).
+        var f = ProtobufWriter(capacity: 256)
+        var ends: [Int] = []
+        f.attribute(9, "herald.lane", "fast" as StaticString)
+        ends.append(f.count)
+        f.attribute(9, "herald.lane", "bulk" as StaticString)
+        ends.append(f.count)
+        Self.outcome(.accepted, into: &f)
+        ends.append(f.count)
+        Self.outcome(.accepted, named: false, into: &f)
+        ends.append(f.count)
+        fixed = f
+        let all = f.written
+        fastLane = UnsafeRawBufferPointer(rebasing: all[0..<ends[0]])
+        bulkLane = UnsafeRawBufferPointer(rebasing: all[ends[0]..<ends[1]])
+        accepted = UnsafeRawBufferPointer(rebasing: all[ends[1]..<ends[2]])
+        acceptedBare = UnsafeRawBufferPointer(rebasing: all[ends[2]..<ends[3]])
         body = Self.fresh(headRoom: headRoom, capacity: 1 << 16)
         idState = SeededGenerator(seed: seed)
     }
@@ -184,8 +218,12 @@ struct OTLPSpanBatch {
     /// The record and passage are read where they are (borrowed: nothing copied or counted),
     /// and written with no closure, so the writing is plain stores.
     mutating func append(_ record: borrowing OutcomeRecord, _ passage: borrowing TraceBook.Passage, end: Int64) {
-        if shared?.fits(passage) != true { shared = Shared(copy passage) }
-        let shared = shared.unsafelyUnwrapped
+        if shared?.fits(passage) != true {
+            let made = Shared(copy passage)
+            shared = made
+            run = made.view
+        }
+        let shared = run
         scratch.removeAll()
         var spans = 1
         if !shared.wait.isEmpty {
