@@ -78,9 +78,9 @@ struct OTLPSpanBatch {
         }
 
         /// Writes them for `passage`'s run.
-        init(_ passage: TraceBook.Passage) {
-            route = passage.route
-            trace = passage.trace
+        init(_ route: TraceBook.Route, _ trace: NotificationTrace) {
+            self.route = route
+            self.trace = trace
             let entered = route.entered
             let handed = route.handed
             let ids = OTLPSpanBatch.ids(of: trace)
@@ -115,8 +115,8 @@ struct OTLPSpanBatch {
 
         deinit { ids.deallocate() }
 
-        func fits(_ passage: borrowing TraceBook.Passage) -> Bool {
-            passage.route === route && passage.trace == trace
+        func fits(_ route: TraceBook.Route, _ trace: NotificationTrace) -> Bool {
+            route === self.route && trace == self.trace
         }
     }
 
@@ -215,11 +215,19 @@ struct OTLPSpanBatch {
 
     /// One notification's spans, ending now (`end`, nanoseconds since the UNIX epoch): its queue
     /// wait, its send with a span per stage and APNs' answer under it (``NotificationSpans``).
-    /// The record and passage are read where they are (borrowed: nothing copied or counted),
-    /// and written with no closure, so the writing is plain stores.
-    mutating func append(_ record: borrowing OutcomeRecord, _ passage: borrowing TraceBook.Passage, end: Int64) {
-        if shared?.fits(passage) != true {
-            let made = Shared(copy passage)
+    mutating func append(_ record: OutcomeRecord, _ passage: TraceBook.Passage, end: Int64) {
+        withUnsafePointer(to: record) { append(UnsafeBufferPointer(start: $0, count: 1), 0, on: passage.route, passage.trace, passage.lane, end: end) }
+    }
+
+    /// ``append(_:_:end:)`` for `records[index]`, a request on `route` with this trace and lane.
+    /// The record and route are read where they are (the record through its pointer: handed as
+    /// a value it was copied, fields and all, to be kept apart from the batch this writes), and
+    /// the spans written with no closure, so the writing is plain stores.
+    mutating func append(
+        _ records: UnsafeBufferPointer<OutcomeRecord>, _ index: Int, on route: borrowing TraceBook.Route, _ trace: NotificationTrace, _ lane: Lane, end: Int64
+    ) {
+        if shared?.fits(route, trace) != true {
+            let made = Shared(copy route, trace)
             shared = made
             run = made.view
         }
@@ -238,11 +246,11 @@ struct OTLPSpanBatch {
         scratch.append(shared.sendLead)
         scratch.setBigEndian(send, at: at + Self.spanIDOffset)
         scratch.fixed64(8, UInt64(clamping: end))
-        if let id = record.id { scratch.attribute(9, "herald.request.id", Int64(id)) }
-        if let app = record.app { scratch.attribute(9, "herald.app", app) }
-        scratch.append(passage.lane == .fast ? fastLane : bulkLane)
-        scratch.attribute(9, "herald.sequence", Int64(clamping: record.sequence))
-        if case .accepted = record.outcome { scratch.append(accepted) } else { Self.outcome(record.outcome, into: &scratch) }
+        if let id = records[index].id { scratch.attribute(9, "herald.request.id", Int64(id)) }
+        if let app = records[index].app { scratch.attribute(9, "herald.app", app) }
+        scratch.append(lane == .fast ? fastLane : bulkLane)
+        scratch.attribute(9, "herald.sequence", Int64(clamping: records[index].sequence))
+        if case .accepted = records[index].outcome { scratch.append(accepted) } else { Self.outcome(records[index].outcome, into: &scratch) }
         scratch.close(mark)
         if !shared.stages.isEmpty {
             let at = scratch.count
@@ -260,9 +268,9 @@ struct OTLPSpanBatch {
             scratch.setBigEndian(nextSpanID(), at: at + Self.spanIDOffset)
             scratch.setBigEndian(send, at: at + Self.spanIDOffset + 10)
             scratch.fixed64(8, UInt64(clamping: max(end, handed)))
-            if let apnsID = record.apnsID { scratch.attribute(9, "apns.id", apnsID) }
-            if record.possibleDuplicate { scratch.attribute(9, "herald.possible_duplicate", true) }
-            if case .accepted = record.outcome { scratch.append(acceptedBare) } else { Self.outcome(record.outcome, named: false, into: &scratch) }
+            if let apnsID = records[index].apnsID { scratch.attribute(9, "apns.id", apnsID) }
+            if records[index].possibleDuplicate { scratch.attribute(9, "herald.possible_duplicate", true) }
+            if case .accepted = records[index].outcome { scratch.append(acceptedBare) } else { Self.outcome(records[index].outcome, named: false, into: &scratch) }
             scratch.close(mark)
             spans += 1
         }

@@ -231,8 +231,10 @@ public final class OTLPTraceExporter: Service, Sendable {
         let exporter: OTLPTraceExporter
         var batch: OTLPSpanBatch
         var openedAt: ContinuousClock.Instant?
-        /// One hand-over's passages (kept: its room is reused).
-        var taken: [(index: Int, passage: TraceBook.Passage)] = []
+        /// One hand-over's requests taken from the book, and the routes they were on (kept:
+        /// their room is reused).
+        var taken: [TraceBook.Taken] = []
+        var routes: [TraceBook.Route] = []
 
         init(_ exporter: OTLPTraceExporter) {
             self.exporter = exporter
@@ -248,20 +250,27 @@ public final class OTLPTraceExporter: Service, Sendable {
                 records += h.records.count
                 // Read in place: the records are shared with the other observers' threads, and
                 // counting references to them (or their strings) from here contends with those.
+                // Each request's route uncounted (`routes` keeps them): a count per request, on
+                // objects the pipeline's threads also count, was a sixth of the encoder's time.
                 h.records.withUnsafeBufferPointer { recs in
-                    h.book.passages(of: recs, at: h.ended, into: &taken)
-                    taken.withUnsafeBufferPointer { passages in
-                        for k in passages.indices where exporter.samples(passages[k].passage.trace) {
-                            if openedAt == nil { openedAt = .now }
-                            let before = batch.count
-                            batch.append(recs[passages[k].index], passages[k].passage, end: passages[k].passage.ended ?? h.ended)
-                            spans += batch.count - before
-                            if batch.count >= most { close() }
+                    h.book.take(recs, into: &taken, keeping: &routes)
+                    taken.withUnsafeBufferPointer { requests in
+                        for t in requests {
+                            t.route._withUnsafeGuaranteedRef { route in
+                                let trace = route.trace(t.member)
+                                guard exporter.samples(trace) else { return }
+                                if openedAt == nil { openedAt = .now }
+                                let before = batch.count
+                                batch.append(recs, t.index, on: route, trace, route.lane(t.member), end: h.ended)
+                                spans += batch.count - before
+                                if batch.count >= most { close() }
+                            }
                         }
                     }
                 }
             }
             taken.removeAll(keepingCapacity: true)
+            routes.removeAll(keepingCapacity: true)
             if records > 0 {
                 let rate = Double(spans) / Double(records)
                 exporter.state.withLock { $0.spansPerRecord = max(rate, 0.01) }

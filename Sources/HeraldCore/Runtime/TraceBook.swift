@@ -125,8 +125,8 @@ public final class TraceBook: Sendable {
             return gone[k] ? nil : k
         }
 
-        func trace(_ k: Int) -> NotificationTrace { traces.count == 1 ? traces[0] : traces[k] }
-        func lane(_ k: Int) -> Lane { lanes.count == 1 ? lanes[0] : lanes[k] }
+        package func trace(_ k: Int) -> NotificationTrace { traces.count == 1 ? traces[0] : traces[k] }
+        package func lane(_ k: Int) -> Lane { lanes.count == 1 ? lanes[0] : lanes[k] }
         func memberInfo(_ k: Int) -> Member { Member(sequence: sequences[k], trace: trace(k), lane: lane(k)) }
     }
 
@@ -306,18 +306,49 @@ public final class TraceBook: Sendable {
         return out
     }
 
-    /// ``passages(of:at:)`` into `out` (emptied first, its room kept: an exporter's encoder
-    /// reuses one), the records read where they are.
+    /// ``passages(of:at:)`` into `out` (emptied first, its room kept), the records read where they are.
     package func passages(of records: UnsafeBufferPointer<OutcomeRecord>, at now: Int64? = nil, into out: inout [(index: Int, passage: Passage)]) {
         out.removeAll(keepingCapacity: true)
         guard !isEmpty else { return }
         let now = now ?? Duration.sinceEpochNanoseconds
+        out.reserveCapacity(records.count)
+        remove(records) { i, route, k in
+            out.append((i, Passage(trace: route.trace(k), lane: route.lane(k), route: route, ended: now)))
+        }
+    }
+
+    /// A request taken from the book as an exporter's encoder takes it: where its record is, its
+    /// route (not counted: ``take(_:into:keeping:)`` keeps each route met alive) and its place
+    /// among the route's members (its trace and lane).
+    package struct Taken {
+        package let index: Int
+        package let route: Unmanaged<Route>
+        package let member: Int
+    }
+
+    /// ``passages(of:at:)`` without a ``Passage`` each: the requests these outcomes end, removed
+    /// from the book, into `out` (emptied first, its room kept), and each route they were on once
+    /// into `routes` (which keeps them alive while `out` is read; emptied first too). A
+    /// passage counts its route once; a taken request, never.
+    package func take(_ records: UnsafeBufferPointer<OutcomeRecord>, into out: inout [Taken], keeping routes: inout [Route]) {
+        out.removeAll(keepingCapacity: true)
+        routes.removeAll(keepingCapacity: true)
+        guard !isEmpty else { return }
+        out.reserveCapacity(records.count)
+        remove(records) { i, route, k in
+            if routes.last !== route { routes.append(route) }
+            out.append(Taken(index: i, route: .passUnretained(route), member: k))
+        }
+    }
+
+    /// Removes the requests these outcomes end from the book, under its lock, each found handed
+    /// to `found` (its record's place, its route, its place there) before its route may be let go.
+    private func remove(_ records: UnsafeBufferPointer<OutcomeRecord>, _ found: (Int, Route, Int) -> Void) {
         book.withLock { b in
-            out.reserveCapacity(min(records.count, b.live))
             for i in records.indices {
                 guard let (route, k) = b.find(records[i].sequence) else { continue }
                 route.gone[k] = true
-                out.append((i, Passage(trace: route.trace(k), lane: route.lane(k), route: route, ended: now)))
+                found(i, route, k)
                 b.depart(1, from: route)
             }
             held.store(b.live, ordering: .relaxed)
