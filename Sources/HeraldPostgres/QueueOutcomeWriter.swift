@@ -33,7 +33,14 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
     struct State {
         var pending: [PostgresQueue.Finished] = []
         var report = Report()
+        /// Rows whose outcomes were given up (``Report/notWritten``), at most ``givenUpKept``: one
+        /// this worker claims again and then writes is no longer counted unwritten.
+        var givenUp: Set<Int64> = []
     }
+
+    /// Given-up rows remembered to be recognised when claimed again (beyond it, such a row stays
+    /// counted in ``Report/notWritten``: a stricter answer, never a looser one).
+    static let givenUpKept = 1_000_000
 
     /// What the writer did.
     public struct Report: Sendable, Hashable {
@@ -43,8 +50,13 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
         public var possibleDuplicates = 0
         /// Outcomes not written because another worker had taken the row over (this worker's lease had expired).
         public var leaseLost = 0
-        /// Outcomes given up after the database stayed away for a lease's length.
+        /// Outcomes given up after the database stayed away for a lease's length, and not written
+        /// since (their rows are claimed again once their lease runs out; a row this worker claimed
+        /// again and wrote is counted in ``recovered`` instead).
         public var notWritten = 0
+        /// Outcomes given up whose rows this worker claimed again, sent again (marked
+        /// `possible_duplicate`) and wrote: nothing of them is left unwritten.
+        public var recovered = 0
         /// Outcomes for sequence numbers no row was emitted for (a bug if ever non-zero).
         public var unmapped = 0
         /// Rows given back to the queue unsent: they failed only because this process stopped
@@ -189,6 +201,15 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
                     s.report.possibleDuplicates += result.possibleDuplicates
                     s.report.released += result.released
                     s.report.leaseLost += batch.count - result.written - result.released
+                    // Rows given up earlier and claimed again by this worker: written now (at most
+                    // as many as this write wrote), so no longer unwritten.
+                    if !s.givenUp.isEmpty {
+                        var again = 0
+                        for f in batch where s.givenUp.remove(f.id) != nil { again += 1 }
+                        let back = min(again, result.written)
+                        s.report.recovered += back
+                        s.report.notWritten -= back
+                    }
                 }
                 return
             } catch {
@@ -206,6 +227,7 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
                     book.settle(batch, written: false)
                     state.withLock { s in
                         s.report.notWritten += batch.count
+                        for f in batch where s.givenUp.count < Self.givenUpKept { s.givenUp.insert(f.id) }
                     }
                     return
                 }

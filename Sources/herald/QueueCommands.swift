@@ -123,6 +123,7 @@ struct WorkCommand: AsyncParsableCommand {
                 fields.add("lease_lost", report.leaseLost)
                 fields.add("released", report.released)
                 fields.add("not_written", report.notWritten)
+                if report.recovered > 0 { fields.add("recovered", report.recovered) }
                 return (fields, report.notWritten + report.unmapped)
             }
         } catch {

@@ -43,6 +43,46 @@ struct OutcomeWriterTests {
         await queue.close()
     }
 
+    // A CI crash-matrix run found a worker exiting 4 ("outcomes could not be written") whose every
+    // row had its outcome: a batch given up while its sessions were being ended, then its rows
+    // claimed again by the same worker once their lease ran out, sent again and written.
+    @Test("outcomes given up, then their rows claimed again by the same worker and written: counted recovered, no longer not written (the worker's exit status 0, not 4)")
+    func givenUpThenWritten() async throws {
+        let (cluster, db) = try await freshDatabase()
+        var configuration = queueConfiguration(cluster, db, lease: .seconds(1))
+        configuration.writeBatch = 3
+        let queue = PostgresQueue(configuration: configuration, owner: "recovers").start()
+        try await queue.migrate()
+        #expect(try await queue.enqueue(requestLines(6).lines) == 6)
+        let held = try await claimSoon(queue, limit: 6)
+        #expect(held.count == 6)
+        _ = try await cluster.psql(db, """
+            CREATE FUNCTION herald_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+            CREATE TRIGGER herald_test_refuse BEFORE INSERT ON herald_outcomes FOR EACH ROW EXECUTE FUNCTION herald_test_refuse();
+            """)
+        let book = LeaseBook()
+        book.claim(held)
+        book.hold(held, from: 0)
+        let writer = QueueOutcomeWriter(queue: queue, book: book)
+        writer.start()
+        writer.observe(held.indices.map { OutcomeRecord(sequence: UInt64($0), line: nil, id: nil, token: nil, outcome: .accepted) })
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(60)
+        while writer.report.notWritten < 6 && clock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(writer.report.notWritten == 6, "\(writer.report)")
+        // The database takes outcomes again; the rows' leases run out and this worker claims them again.
+        _ = try await cluster.psql(db, "DROP TRIGGER herald_test_refuse ON herald_outcomes")
+        try await Task.sleep(for: .seconds(1.5))
+        let again = try await claimSoon(queue, limit: 6)
+        #expect(Set(again.map(\.id)) == Set(held.map(\.id)), "the same rows claimed again")
+        book.claim(again)
+        book.hold(again, from: 6)
+        writer.observe(again.indices.map { OutcomeRecord(sequence: UInt64(6 + $0), line: nil, id: nil, token: nil, outcome: .accepted) })
+        let report = await writer.finish()
+        #expect(report.written == 6 && report.recovered == 6 && report.notWritten == 0 && report.possibleDuplicates == 6, "\(report)")
+        await #expect(try tally(cluster, db) == ["done|accepted": 6])
+        await queue.close()
+    }
+
     // A CI run found the end of a drained run cut short: the database went away under the last
     // writes, finish() gave them a lease's length, and 488 outcomes were given up, their rows
     // left to be sent again. Only a stop is bounded now.
