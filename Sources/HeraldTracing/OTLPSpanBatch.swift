@@ -77,7 +77,7 @@ struct OTLPSpanBatch {
             var answerLead = UnsafeRawBufferPointer(start: nil, count: 0)
         }
 
-        /// Writes them for `passage`'s run.
+        /// Writes them for the run of requests on `route` under `trace`.
         init(_ route: TraceBook.Route, _ trace: NotificationTrace) {
             self.route = route
             self.trace = trace
@@ -240,12 +240,7 @@ struct OTLPSpanBatch {
             spans += 1
         }
         let send = nextSpanID()
-        // The run's lead (ids, name, kind, start) copied, this span's id and end put in.
-        var mark = scratch.open(2)
-        var at = scratch.count
-        scratch.append(shared.sendLead)
-        scratch.setBigEndian(send, at: at + Self.spanIDOffset)
-        scratch.fixed64(8, UInt64(clamping: end))
+        var mark = openSpan(shared.sendLead, send, parent: nil, end: end)
         if let id = records[index].id { scratch.attribute(9, "herald.request.id", Int64(id)) }
         if let app = records[index].app { scratch.attribute(9, "herald.app", app) }
         scratch.append(lane == .fast ? fastLane : bulkLane)
@@ -262,12 +257,7 @@ struct OTLPSpanBatch {
             spans += shared.stageIDs.count
         }
         if let handed = shared.handed {
-            mark = scratch.open(2)
-            at = scratch.count
-            scratch.append(shared.answerLead)
-            scratch.setBigEndian(nextSpanID(), at: at + Self.spanIDOffset)
-            scratch.setBigEndian(send, at: at + Self.spanIDOffset + 10)
-            scratch.fixed64(8, UInt64(clamping: max(end, handed)))
+            mark = openSpan(shared.answerLead, nextSpanID(), parent: send, end: max(end, handed))
             if let apnsID = records[index].apnsID { scratch.attribute(9, "apns.id", apnsID) }
             if records[index].possibleDuplicate { scratch.attribute(9, "herald.possible_duplicate", true) }
             if case .accepted = records[index].outcome { scratch.append(acceptedBare) } else { Self.outcome(records[index].outcome, named: false, into: &scratch) }
@@ -276,6 +266,19 @@ struct OTLPSpanBatch {
         }
         body.writeBytes(scratch.written)
         count += spans
+    }
+
+    /// Opens a span in the scratch from a run's lead (its ids, name, kind and start, written
+    /// once): copied, with `spanID` (and `parent`, when given) put in and `end` written after it.
+    /// The caller writes the attributes and status, then closes it (`close` with what this returns).
+    private mutating func openSpan(_ lead: UnsafeRawBufferPointer, _ spanID: UInt64, parent: UInt64?, end: Int64) -> Int {
+        let mark = scratch.open(2)
+        let at = scratch.count
+        scratch.append(lead)
+        scratch.setBigEndian(spanID, at: at + Self.spanIDOffset)
+        if let parent { scratch.setBigEndian(parent, at: at + Self.spanIDOffset + 10) }
+        scratch.fixed64(8, UInt64(clamping: end))
+        return mark
     }
 
     /// A `Span` as a `ScopeSpans.spans` field: `trace_id` (1), `span_id` (2), `parent_span_id`
@@ -287,24 +290,14 @@ struct OTLPSpanBatch {
         into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64,
         attributes: (inout ProtobufWriter) -> Void
     ) -> Int {
-        let mark = open(into: &w, ids, spanID, name, kind, from: start, to: end)
+        let mark = w.open(2)
+        lead(into: &w, ids, spanID, name, kind, from: start)
+        w.fixed64(8, UInt64(clamping: end))
         attributes(&w)
         // The body starts after its length, which may take more than the byte kept for it.
         let length = w.count - mark - 1
         w.close(mark)
         return w.count - length + spanIDOffset
-    }
-
-    /// A span's message opened and its fields up to the attributes written (as
-    /// ``span(into:_:_:_:_:from:to:attributes:)``); the caller writes the attributes and status,
-    /// then closes it (`close` with what this returns).
-    static func open(
-        into w: inout ProtobufWriter, _ ids: Ids, _ spanID: UInt64, _ name: StaticString, _ kind: Kind, from start: Int64, to end: Int64
-    ) -> Int {
-        let mark = w.open(2)
-        lead(into: &w, ids, spanID, name, kind, from: start)
-        w.fixed64(8, UInt64(clamping: end))
-        return mark
     }
 
     /// A span's fields up to its end time: `trace_id`, `span_id`, `parent_span_id`, `name`,
