@@ -7,17 +7,18 @@ import Testing
 
 @Suite("The queue's outcome writer while the database refuses its writes", .enabled(if: PostgresCluster.binaries != nil, Comment(rawValue: PostgresCluster.absent)))
 struct OutcomeWriterTests {
-    @Test("an outage costs one lease of retries, not one per batch: six batches refused, the five behind the first given up at their first refusal, counted not written, rows left leased for a later claim")
-    func outageCostsOneLease() async throws {
+    /// Six rows enqueued and claimed (a lease of 1 s), held in a fresh book as sequences 0-5, and
+    /// from then on every outcome write refused by a trigger (`herald_test_refuse`; claims still work).
+    func sixRowsRefused(owner: String, writeBatch: Int) async throws
+        -> (cluster: PostgresCluster, db: String, queue: PostgresQueue, held: [PostgresQueue.Claimed], book: LeaseBook) {
         let (cluster, db) = try await freshDatabase()
         var configuration = queueConfiguration(cluster, db, lease: .seconds(1))
-        configuration.writeBatch = 1
-        let queue = PostgresQueue(configuration: configuration, owner: "refused").start()
+        configuration.writeBatch = writeBatch
+        let queue = PostgresQueue(configuration: configuration, owner: owner).start()
         try await queue.migrate()
         #expect(try await queue.enqueue(requestLines(6).lines) == 6)
         let held = try await claimSoon(queue, limit: 6)
         #expect(held.count == 6)
-        // From now on every outcome write fails (claims still work).
         _ = try await cluster.psql(db, """
             CREATE FUNCTION herald_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
             CREATE TRIGGER herald_test_refuse BEFORE INSERT ON herald_outcomes FOR EACH ROW EXECUTE FUNCTION herald_test_refuse();
@@ -25,6 +26,12 @@ struct OutcomeWriterTests {
         let book = LeaseBook()
         book.claim(held)
         book.hold(held, from: 0)
+        return (cluster, db, queue, held, book)
+    }
+
+    @Test("an outage costs one lease of retries, not one per batch: six batches refused, the five behind the first given up at their first refusal, counted not written, rows left leased for a later claim")
+    func outageCostsOneLease() async throws {
+        let (cluster, db, queue, held, book) = try await sixRowsRefused(owner: "refused", writeBatch: 1)
         let problems = ProblemLog()
         let writer = QueueOutcomeWriter(queue: queue, book: book) { problems.add($0) }
         writer.start()
@@ -46,23 +53,13 @@ struct OutcomeWriterTests {
     // A CI crash-matrix run found a worker exiting 4 ("outcomes could not be written") whose every
     // row had its outcome: a batch given up while its sessions were being ended, then its rows
     // claimed again by the same worker once their lease ran out, sent again and written.
-    @Test("outcomes given up, then their rows claimed again by the same worker and written: counted recovered, no longer not written (the worker's exit status 0, not 4)")
+    // Run apart by .ci/run: beside other suites' load, one run saw only the first of its two
+    // batches given up within 60 s and its claim then get no answer for 60 s (not yet explained;
+    // alone it passed every time).
+    @Test("outcomes given up, then their rows claimed again by the same worker and written: counted recovered, no longer not written (the worker's exit status 0, not 4)",
+        .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: stalled once beside other suites' load"))
     func givenUpThenWritten() async throws {
-        let (cluster, db) = try await freshDatabase()
-        var configuration = queueConfiguration(cluster, db, lease: .seconds(1))
-        configuration.writeBatch = 3
-        let queue = PostgresQueue(configuration: configuration, owner: "recovers").start()
-        try await queue.migrate()
-        #expect(try await queue.enqueue(requestLines(6).lines) == 6)
-        let held = try await claimSoon(queue, limit: 6)
-        #expect(held.count == 6)
-        _ = try await cluster.psql(db, """
-            CREATE FUNCTION herald_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
-            CREATE TRIGGER herald_test_refuse BEFORE INSERT ON herald_outcomes FOR EACH ROW EXECUTE FUNCTION herald_test_refuse();
-            """)
-        let book = LeaseBook()
-        book.claim(held)
-        book.hold(held, from: 0)
+        let (cluster, db, queue, held, book) = try await sixRowsRefused(owner: "recovers", writeBatch: 3)
         let writer = QueueOutcomeWriter(queue: queue, book: book)
         writer.start()
         writer.observe(held.indices.map { OutcomeRecord(sequence: UInt64($0), line: nil, id: nil, token: nil, outcome: .accepted) })
