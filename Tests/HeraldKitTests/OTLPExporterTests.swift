@@ -160,6 +160,22 @@ struct OTLPExporterTests {
             python, [repositoryRoot().appendingPathComponent("Tests/Interop/otlp_receiver.py").path, dir + "/spans.jsonl"] + options)
     }
 
+    /// `body` with a directory of its own, OpenTelemetry's receiver writing the spans it decodes
+    /// there (started with `options`) and an exporter to it (``configuration(port:)``, then
+    /// `adjust`); the receiver stopped and the directory removed however `body` ends.
+    func withReceiver<T>(
+        _ options: [String] = [], logger: Logger = Logger(label: "test"), adjust: (inout OTLPExportConfiguration) -> Void = { _ in },
+        _ body: (_ dir: String, _ collector: ExternalServer, _ exporter: OTLPTraceExporter) async throws -> T
+    ) async throws -> T {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let collector = try await receiver(dir, options)
+        defer { collector.stopInBackground(interrupt: true) }
+        var c = configuration(port: collector.ready["port"] as! Int)
+        adjust(&c)
+        return try await body(dir, collector, OTLPTraceExporter(configuration: c, logger: logger))
+    }
+
     func spans(_ dir: String) throws -> [[String: Any]] {
         guard let text = try? String(contentsOfFile: dir + "/spans.jsonl", encoding: .utf8) else { return [] }
         return try text.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:] }
@@ -176,58 +192,55 @@ struct OTLPExporterTests {
 
     @Test("300 requests, the even ones traced (a fifth of those not sampled by the caller): OpenTelemetry's decoder reads every export; each sampled request has its send with a span per stage and apns.request under it, the caller's span as parent, its outcome and a 410's status and reason; the unsampled and untraced have none; span ids unique; the resource and scope named", .enabled(if: interopVenvPossible))
     func decodedByOpenTelemetry() async throws {
-        let dir = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let collector = try await receiver(dir)
-        defer { collector.stopInBackground(interrupt: true) }
-        let exporter = OTLPTraceExporter(configuration: configuration(port: collector.ready["port"] as! Int), logger: Logger(label: "test"))
-        let queuedAt = Duration.sinceEpochMilliseconds - 50
-        let book = TraceBook()
-        _ = try await exporting(exporter) { try await run(300, into: exporter, queuedAt: queuedAt, book: book) }
-        #expect(book.inFlight == 0 && book.routesHeld == 0, "every passage taken by the encoder, every route let go")
-        await collector.stop(interrupt: true)
+        try await withReceiver { dir, collector, exporter in
+            let queuedAt = Duration.sinceEpochMilliseconds - 50
+            let book = TraceBook()
+            _ = try await exporting(exporter) { try await run(300, into: exporter, queuedAt: queuedAt, book: book) }
+            #expect(book.inFlight == 0 && book.routesHeld == 0, "every passage taken by the encoder, every route let go")
+            await collector.stop(interrupt: true)
 
-        let all = try spans(dir)
-        // Sampled: k even and not a multiple of 10: 120 requests, 4 spans each, and a wait for k % 6 == 0 (but not % 10): 40.
-        #expect(all.count == 120 * 4 + 40 && exporter.exported == all.count && exporter.dropped == 0, "\(all.count) decoded, \(exporter.exported) exported")
-        #expect(Set(all.map { $0["span_id"] as? String ?? "" }).count == all.count, "span ids unique")
-        #expect(all.allSatisfy { $0["trace_id"] as? String == Self.callerTrace && $0["service"] as? String == "herald-test" && $0["scope"] as? String == "herald" })
-        let sends = all.filter { $0["name"] as? String == "herald.send" }
-        #expect(sends.count == 120)
-        var ids = Set<Int>()
-        for send in sends {
-            let attributes = send["attributes"] as? [String: Any] ?? [:]
-            let id = try #require(attributes["herald.request.id"] as? Int)
-            ids.insert(id)
-            #expect(send["parent_span_id"] as? String == Self.callerSpan && send["kind"] as? Int == 1)
-            #expect(attributes["herald.lane"] as? String == "fast" && attributes["herald.sequence"] as? Int == id)
-            let children = all.filter { $0["parent_span_id"] as? String == send["span_id"] as? String }
-            #expect(children.compactMap { $0["name"] as? String }.sorted() == ["apns.request", "herald.localize", "herald.payload"])
-            let (start, end) = (send["start"] as? UInt64 ?? 0, send["end"] as? UInt64 ?? 0)
-            for child in children {
-                #expect((child["start"] as? UInt64 ?? 0) >= start && (child["end"] as? UInt64 ?? .max) <= end && start > 0)
-                if (child["name"] as? String ?? "").hasPrefix("herald.") {
-                    #expect(child["kind"] as? Int == 1 && (child["attributes"] as? [String: Any] ?? [:]).isEmpty, "a stage's span: its name says which")
+            let all = try spans(dir)
+            // Sampled: k even and not a multiple of 10: 120 requests, 4 spans each, and a wait for k % 6 == 0 (but not % 10): 40.
+            #expect(all.count == 120 * 4 + 40 && exporter.exported == all.count && exporter.dropped == 0, "\(all.count) decoded, \(exporter.exported) exported")
+            #expect(Set(all.map { $0["span_id"] as? String ?? "" }).count == all.count, "span ids unique")
+            #expect(all.allSatisfy { $0["trace_id"] as? String == Self.callerTrace && $0["service"] as? String == "herald-test" && $0["scope"] as? String == "herald" })
+            let sends = all.filter { $0["name"] as? String == "herald.send" }
+            #expect(sends.count == 120)
+            var ids = Set<Int>()
+            for send in sends {
+                let attributes = send["attributes"] as? [String: Any] ?? [:]
+                let id = try #require(attributes["herald.request.id"] as? Int)
+                ids.insert(id)
+                #expect(send["parent_span_id"] as? String == Self.callerSpan && send["kind"] as? Int == 1)
+                #expect(attributes["herald.lane"] as? String == "fast" && attributes["herald.sequence"] as? Int == id)
+                let children = all.filter { $0["parent_span_id"] as? String == send["span_id"] as? String }
+                #expect(children.compactMap { $0["name"] as? String }.sorted() == ["apns.request", "herald.localize", "herald.payload"])
+                let (start, end) = (send["start"] as? UInt64 ?? 0, send["end"] as? UInt64 ?? 0)
+                for child in children {
+                    #expect((child["start"] as? UInt64 ?? 0) >= start && (child["end"] as? UInt64 ?? .max) <= end && start > 0)
+                    if (child["name"] as? String ?? "").hasPrefix("herald.") {
+                        #expect(child["kind"] as? Int == 1 && (child["attributes"] as? [String: Any] ?? [:]).isEmpty, "a stage's span: its name says which")
+                    } else {
+                        #expect((child["attributes"] as? [String: Any])?["herald.outcome"] == nil, "the outcome's kind is on the send span")
+                    }
+                }
+                let answer = try #require(children.first { $0["name"] as? String == "apns.request" })
+                let answered = answer["attributes"] as? [String: Any] ?? [:]
+                #expect(answer["kind"] as? Int == 3)
+                if id % 4 == 0 {
+                    #expect(answer["status"] as? Int == 2 && send["status"] as? Int == 2 && attributes["herald.outcome"] as? String == "rejected")
+                    #expect(answered["apns.status"] as? Int == 410 && answered["apns.reason"] as? String == "Unregistered")
+                    #expect((answer["status_message"] as? String ?? "").contains("Unregistered"))
                 } else {
-                    #expect((child["attributes"] as? [String: Any])?["herald.outcome"] == nil, "the outcome's kind is on the send span")
+                    #expect(answer["status"] as? Int == 1 && attributes["herald.outcome"] as? String == "accepted")
                 }
             }
-            let answer = try #require(children.first { $0["name"] as? String == "apns.request" })
-            let answered = answer["attributes"] as? [String: Any] ?? [:]
-            #expect(answer["kind"] as? Int == 3)
-            if id % 4 == 0 {
-                #expect(answer["status"] as? Int == 2 && send["status"] as? Int == 2 && attributes["herald.outcome"] as? String == "rejected")
-                #expect(answered["apns.status"] as? Int == 410 && answered["apns.reason"] as? String == "Unregistered")
-                #expect((answer["status_message"] as? String ?? "").contains("Unregistered"))
-            } else {
-                #expect(answer["status"] as? Int == 1 && attributes["herald.outcome"] as? String == "accepted")
+            #expect(ids == Set((0..<300).filter { $0 % 2 == 0 && $0 % 10 != 0 }), "the sampled requests, each once")
+            let waits = all.filter { $0["name"] as? String == "herald.queue.wait" }
+            #expect(waits.count == 40)
+            for wait in waits {
+                #expect(wait["kind"] as? Int == 5 && wait["start"] as? UInt64 == UInt64(queuedAt) * 1_000_000 && wait["parent_span_id"] as? String == Self.callerSpan)
             }
-        }
-        #expect(ids == Set((0..<300).filter { $0 % 2 == 0 && $0 % 10 != 0 }), "the sampled requests, each once")
-        let waits = all.filter { $0["name"] as? String == "herald.queue.wait" }
-        #expect(waits.count == 40)
-        for wait in waits {
-            #expect(wait["kind"] as? Int == 5 && wait["start"] as? UInt64 == UInt64(queuedAt) * 1_000_000 && wait["parent_span_id"] as? String == Self.callerSpan)
         }
     }
 
@@ -291,45 +304,39 @@ struct OTLPExporterTests {
 
     @Test("a collector answering 503 to its first two exports: they are retried and every span arrives, none dropped", .enabled(if: interopVenvPossible))
     func retriedAfter503() async throws {
-        let dir = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let collector = try await receiver(dir, ["--fail-first", "2"])
-        defer { collector.stopInBackground(interrupt: true) }
-        let exporter = OTLPTraceExporter(configuration: configuration(port: collector.ready["port"] as! Int), logger: Logger(label: "test"))
-        let book = TraceBook()
-        _ = try await exporting(exporter) { try await run(100, into: exporter, queuedAt: Duration.sinceEpochMilliseconds, book: book) }
-        #expect(book.inFlight == 0)
-        await collector.stop(interrupt: true)
-        let all = try spans(dir)
-        // k even, not % 10: 40 requests × 4 spans, and waits for k % 6 == 0 (not % 10): 0, 6, … 96 less 0, 30, 60, 90: 13.
-        #expect(all.count == 40 * 4 + 13 && exporter.exported == all.count && exporter.dropped == 0, "\(all.count) decoded, \(exporter.dropped) dropped")
+        try await withReceiver(["--fail-first", "2"]) { dir, collector, exporter in
+            let book = TraceBook()
+            _ = try await exporting(exporter) { try await run(100, into: exporter, queuedAt: Duration.sinceEpochMilliseconds, book: book) }
+            #expect(book.inFlight == 0)
+            await collector.stop(interrupt: true)
+            let all = try spans(dir)
+            // k even, not % 10: 40 requests × 4 spans, and waits for k % 6 == 0 (not % 10): 0, 6, … 96 less 0, 30, 60, 90: 13.
+            #expect(all.count == 40 * 4 + 13 && exporter.exported == all.count && exporter.dropped == 0, "\(all.count) decoded, \(exporter.dropped) dropped")
+        }
     }
 
     @Test("an idle encoder sleeps until outcomes come: after a burst it parks (no batch open), the next burst wakes it and is exported in full, twice over", .enabled(if: interopVenvPossible))
     func parksWhenIdle() async throws {
-        let dir = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let collector = try await receiver(dir)
-        defer { collector.stopInBackground(interrupt: true) }
-        let exporter = OTLPTraceExporter(configuration: configuration(port: collector.ready["port"] as! Int), logger: Logger(label: "test"))
-        let book = TraceBook()
-        // 100 requests: 40 sampled × 4 spans and 13 waits (as retriedAfter503 counts them).
-        let perBurst = 40 * 4 + 13
-        try await exporting(exporter) {
-            for burst in 1...3 {
-                _ = try await run(100, into: exporter, queuedAt: Duration.sinceEpochMilliseconds, book: book)
-                let deadline = ContinuousClock.now.advanced(by: .seconds(20))
-                while exporter.exported < burst * perBurst || !exporter.state.withLock({ $0.encoderParked }) {
-                    guard ContinuousClock.now < deadline else { break }
-                    try await Task.sleep(for: .milliseconds(20))
+        try await withReceiver { dir, collector, exporter in
+            let book = TraceBook()
+            // 100 requests: 40 sampled × 4 spans and 13 waits (as retriedAfter503 counts them).
+            let perBurst = 40 * 4 + 13
+            try await exporting(exporter) {
+                for burst in 1...3 {
+                    _ = try await run(100, into: exporter, queuedAt: Duration.sinceEpochMilliseconds, book: book)
+                    let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+                    while exporter.exported < burst * perBurst || !exporter.state.withLock({ $0.encoderParked }) {
+                        guard ContinuousClock.now < deadline else { break }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    #expect(exporter.exported == burst * perBurst, "burst \(burst): \(exporter.exported) exported")
+                    #expect(exporter.state.withLock { $0.encoderParked }, "burst \(burst): the encoder parked once idle")
                 }
-                #expect(exporter.exported == burst * perBurst, "burst \(burst): \(exporter.exported) exported")
-                #expect(exporter.state.withLock { $0.encoderParked }, "burst \(burst): the encoder parked once idle")
             }
+            #expect(book.inFlight == 0 && exporter.dropped == 0)
+            await collector.stop(interrupt: true)
+            #expect(try spans(dir).count == 3 * perBurst)
         }
-        #expect(book.inFlight == 0 && exporter.dropped == 0)
-        await collector.stop(interrupt: true)
-        #expect(try spans(dir).count == 3 * perBurst)
     }
 
     // Wall-clock bounds (the pipeline not held, a prompt end): run apart by .ci/run, after the
@@ -368,22 +375,20 @@ struct OTLPExporterTests {
     @Test("a collector that stalls while spans keep coming: the queue holds at most its bound, the rest are dropped and counted, the pipeline is not held, and every span is either exported or dropped", .enabled(if: interopVenvPossible),
         .enabled(if: ProcessInfo.processInfo.environment["HERALD_TIMING_APART"] != "1", "run apart by .ci/run: a wall-clock bound"))
     func boundedWhileStalled() async throws {
-        let dir = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         // The first export waits 6 s for its answer (within one POST's time: it is not sent twice).
-        let collector = try await receiver(dir, ["--stall", "6"])
-        defer { collector.stopInBackground(interrupt: true) }
-        var c = configuration(port: collector.ready["port"] as! Int)
-        c.maxBatchSpans = 50
-        c.maxQueuedSpans = 200
-        c.timeout = .seconds(20)
-        let exporter = OTLPTraceExporter(configuration: c, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        let took = try await exporting(exporter) { try await run(2_000, into: exporter, queuedAt: Duration.sinceEpochMilliseconds) }
-        await collector.stop(interrupt: true)
-        let written = 800 * 4 + 267
-        #expect(took < .seconds(5), "the pipeline did not wait for the stalled collector: \(took)")
-        #expect(exporter.dropped > 0 && exporter.exported + exporter.dropped == written, "\(exporter.exported) exported, \(exporter.dropped) dropped of \(written)")
-        #expect(try spans(dir).count == exporter.exported)
+        let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        try await withReceiver(["--stall", "6"], logger: quiet, adjust: { c in
+            c.maxBatchSpans = 50
+            c.maxQueuedSpans = 200
+            c.timeout = .seconds(20)
+        }) { dir, collector, exporter in
+            let took = try await exporting(exporter) { try await run(2_000, into: exporter, queuedAt: Duration.sinceEpochMilliseconds) }
+            await collector.stop(interrupt: true)
+            let written = 800 * 4 + 267
+            #expect(took < .seconds(5), "the pipeline did not wait for the stalled collector: \(took)")
+            #expect(exporter.dropped > 0 && exporter.exported + exporter.dropped == written, "\(exporter.exported) exported, \(exporter.dropped) dropped of \(written)")
+            #expect(try spans(dir).count == exporter.exported)
+        }
     }
 
     @Test("the OTEL_* variables: endpoints (the traces' own as given, the shared one with /v1/traces), headers percent-decoded, the samplers, the batch settings; what this exporter does not do (gRPC, JSON, gzip, another exporter) leaves the spans to the tracer; a bad value names its variable")
