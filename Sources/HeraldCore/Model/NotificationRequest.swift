@@ -28,6 +28,12 @@ public struct NotificationRequest: Sendable, Hashable {
     public var localization: LocalizationMode?
     /// The lane it travels in (the request's `lane` key); `nil` chooses by priority (``effectiveLane``).
     public var lane: Lane?
+    /// The trace it belongs to (the request's `traceparent` and `enqueued-at`): its spans continue
+    /// that trace where a tracer is set up (``NotificationTrace``); `nil` for an untraced request.
+    /// Held in line (plain numbers, about 40 bytes), not with the headers out of line: a traced
+    /// request there had a box of its own, allocated on one thread, counted up and down on each
+    /// of the several threads its copies pass through, and freed on another (issue 31's cost).
+    public var trace: NotificationTrace?
     /// HTTP/2 only, kept out of line (no storage at all when unused, so a
     /// request stays small to move): see ``pushType``, ``collapseID``, ``apnsID``.
     @usableFromInline var headers = CopyOnWrite<HTTP2Headers>()
@@ -39,7 +45,6 @@ public struct NotificationRequest: Sendable, Hashable {
         @usableFromInline var channelID: String?
         @usableFromInline var app: String?
         @usableFromInline var sendAt: Int64?
-        @usableFromInline var trace: NotificationTrace?
         @usableFromInline init() {}
     }
 
@@ -60,9 +65,6 @@ public struct NotificationRequest: Sendable, Hashable {
     /// it now. It waits until then where it was taken in: `herald serve`'s and `HeraldClient`'s
     /// memory, or the PostgreSQL queue.
     @inlinable public var sendAt: Int64? { get { headers.storage?.value.sendAt } set { if newValue != nil || headers.storage != nil { headers.value.sendAt = newValue } } }
-    /// The trace it belongs to (the request's `traceparent` and `enqueued-at`): its spans continue
-    /// that trace where a tracer is set up (``NotificationTrace``); `nil` for an untraced request.
-    @inlinable public var trace: NotificationTrace? { get { headers.storage?.value.trace } set { if newValue != nil || headers.storage != nil { headers.value.trace = newValue } } }
     /// Whether this is a broadcast push to a channel rather than a push to one device.
     @inlinable public var isBroadcast: Bool { headers.storage?.value.channelID != nil }
 
