@@ -47,7 +47,9 @@ extension BenchServe {
         otel.traces.otlpExporter.protocol = .httpProtobuf
         // The traces' own endpoint is taken as it is (the shared one gets /v1/traces added).
         otel.traces.otlpExporter.endpoint = "http://127.0.0.1:\(collector.port)/v1/traces"
-        // The batch processor as herald serve has it: swift-otel's defaults, or the OTEL_BSP_* variables.
+        // The batch processor as herald serve has it: Herald's defaults, or the OTEL_BSP_* variables.
+        otel.traces.batchSpanProcessor.maxQueueSize = OTLPExportConfiguration.requestSpansQueue
+        otel.traces.batchSpanProcessor.maxExportBatchSize = OTLPExportConfiguration.requestSpansBatch
         otel.diagnosticLogger = .custom(Logger(label: "otel") { _ in dropped })
         otel.diagnosticLogLevel = .warning
         let backend = try OTel.makeTracingBackend(configuration: otel)

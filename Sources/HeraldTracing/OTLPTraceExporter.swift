@@ -395,6 +395,12 @@ public struct OTLPExportConfiguration: Sendable {
     public var maxBatchSpans = 8192
     /// Spans waiting to be sent at most (`OTEL_BSP_MAX_QUEUE_SIZE`; Herald's default 131,072, about 16 MiB).
     public var maxQueuedSpans = 131_072
+    /// Herald's defaults for swift-otel's batch processor, which carries the HTTP requests' spans
+    /// (a span a POST), where the `OTEL_BSP_*` variables do not say otherwise (they are applied
+    /// over these): its own, the specification's queue of 2,048 and batches of 512, export 512 spans
+    /// every 5 s until the queue is full, so `herald serve` past a few hundred POSTs a second kept
+    /// that queue full and dropped spans. A swift-otel span is larger than one of ours: a smaller queue.
+    package static let requestSpansQueue = 16_384, requestSpansBatch = 4_096
     public var sampler = Sampler.parentBased(.alwaysOn)
     /// The resource's attributes: `service.name` first.
     public var resource: [(String, String)] = [("service.name", "herald")]

@@ -42,6 +42,9 @@ struct TracingSetup {
         configuration.traces.enabled = true
         // The HTTP exporter is the one built (the gRPC trait is off: Package.swift).
         configuration.traces.otlpExporter.protocol = .httpProtobuf
+        // The requests' spans batched by Herald's defaults; the OTEL_BSP_* variables still win.
+        configuration.traces.batchSpanProcessor.maxQueueSize = OTLPExportConfiguration.requestSpansQueue
+        configuration.traces.batchSpanProcessor.maxExportBatchSize = OTLPExportConfiguration.requestSpansBatch
         configuration.diagnosticLogger = .custom(logger)
         configuration.diagnosticLogLevel = .warning
         do {
