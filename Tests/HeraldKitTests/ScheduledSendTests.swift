@@ -29,8 +29,8 @@ struct ScheduledSendTests {
 
     static func milliseconds(_ fromNow: Double) -> Int64 { Int64((Date().timeIntervalSince1970 + fromNow) * 1000) }
 
-    // The first two requests' send-at 4 s ahead: the request over serve.scheduled must come while
-    // all three are held (with 2 s, a CI timing group's load let the first go out before it came).
+    // The near send-ats 4 and 4.5 s ahead (requests 1 and 3): the request over serve.scheduled must
+    // come while all three are held (with 2 s, a CI timing group's load let the first go out before it came).
     @Test("a send-at 4 s ahead: scheduled (with its send-at), then accepted within a second of its time; one an hour ahead cancelled (200, cancelled, never sent), cancelled again 409; one expiring while it waits dropped expired; one sent already 409; unknown 404; over serve.scheduled 429")
     func memory() async throws {
         let dir = temporaryDirectory()
