@@ -2,10 +2,12 @@ import Foundation
 import HeraldCore
 import HeraldHTTP2
 import HeraldHTTP2Transport
+import HeraldOpenSSL
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOHTTP2
+import NIOPosix
 
 /// What swift-nio-http2 alone costs the client end of a connection, per
 /// request: the transport's `NIOHTTP2Handler`, configured as the transport
@@ -140,5 +142,116 @@ enum HTTP2LibraryAlone {
             throw BenchError("http2 library alone: \(counter.answers) of \(requests.count) requests answered in the replay")
         }
         return Double(requests.count) / seconds
+    }
+}
+
+/// swift-nio-http2 on a real connection with nothing of Herald's delivery: the
+/// transport's TLS handler and `NIOHTTP2Handler` (configured as the transport
+/// configures them) and a handler that keeps `streams` requests open, writing
+/// the next request (header block built as the transport builds it) as each
+/// answer comes and flushing once a read. No delivery machine, driver, ledger
+/// or outcome: what any client on this library pays for TLS and the socket,
+/// which the in-memory measure (``HTTP2LibraryAlone``) leaves out.
+enum HTTP2LibraryOverTLS {
+    final class Client: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = HTTP2Frame
+        typealias OutboundOut = HTTP2Frame
+        let requests: [APNsRequest]
+        let authority: String
+        let streams: Int
+        let done: EventLoopPromise<Double>
+        var next = 0
+        var answered = 0
+        var nextStreamID: Int32 = 1
+        var began = ContinuousClock().now
+        var started = false
+        var finished = false
+        var wrote = false
+
+        init(requests: [APNsRequest], authority: String, streams: Int, done: EventLoopPromise<Double>) {
+            self.requests = requests
+            self.authority = authority
+            self.streams = streams
+            self.done = done
+        }
+
+        func finish(_ result: Result<Double, any Error>) {
+            guard !finished else { return }
+            finished = true
+            done.completeWith(result)
+        }
+
+        func write(_ context: ChannelHandlerContext) {
+            let request = requests[next]
+            next += 1
+            let id = HTTP2StreamID(nextStreamID)
+            nextStreamID += 2
+            let headers = HPACKHeaders(request: request, authority: authority, authorization: nil)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: false)))), promise: nil)
+            let body = context.channel.allocator.buffer(bytes: request.body)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+            wrote = true
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data).payload {
+            case .settings(.settings(let settings)) where !started:
+                // The server's first SETTINGS: the connection is ready.
+                started = true
+                let limit = settings.last { $0.parameter == .maxConcurrentStreams }.map(\.value) ?? streams
+                for _ in 0..<min(streams, limit, requests.count) { write(context) }
+            case .headers(let h) where h.endStream:
+                answered += 1
+                if next < requests.count { write(context) }
+                if answered == requests.count {
+                    finish(.success(Double(requests.count) / (ContinuousClock().now - began).inSeconds))
+                }
+            case .goAway:
+                finish(.failure(BenchError("http2 library over TLS: GOAWAY after \(answered) answers")))
+            default:
+                break
+            }
+        }
+
+        func channelReadComplete(context: ChannelHandlerContext) {
+            if wrote { wrote = false; context.flush() }
+            context.fireChannelReadComplete()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            finish(.failure(error))
+            context.close(promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            finish(.failure(BenchError("http2 library over TLS: the connection closed after \(answered) of \(requests.count) answers")))
+        }
+    }
+
+    /// Requests per second on one connection to `host:port`, `streams` at a time, from the connect
+    /// (as the transport's rate counts its connect too) to the last answer.
+    static func rate(_ requests: [APNsRequest], host: String, port: Int, tls: TLSConfiguration, serverName: String,
+                     streams: Int, initialWindowSize: Int) async throws -> Double {
+        var tls = tls
+        tls.applicationProtocols = ["h2"]
+        tls.requireApplicationProtocol = true
+        let context = try TLSContext(tls)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let done = loop.makePromise(of: Double.self)
+        let channel = try await ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        OpenSSLHandler(context: context, serverName: serverName),
+                        NIOHTTP2Handler(mode: .client, connectionConfiguration: .apnsClient(initialWindowSize: initialWindowSize),
+                                        streamConfiguration: .toleratingResets),
+                        Client(requests: requests, authority: serverName, streams: streams, done: done),
+                    ])
+                }
+            }
+            .connect(host: host, port: port).get()
+        defer { channel.close(promise: nil) }
+        return try await done.futureResult.get()
     }
 }

@@ -24,8 +24,10 @@ struct BenchSendTests {
         let orjson = report["orjson_rounds_s"] as? [Double] ?? []
         #expect(orjson.count == 2 && orjson.allSatisfy { $0 > 0 }, "\(report)")
         let ratio = try #require(report["ratio_one_core_to_orjson"] as? Double)
-        let fromRounds = (orjson.min() ?? 0) / ((report["one_core_rounds_s"] as? [Double])?.min() ?? 1)
-        #expect(abs(ratio - fromRounds) < 0.02 * fromRounds + 0.002, "\(report)")
+        let oneBest = (report["one_core_rounds_s"] as? [Double])?.min() ?? 1
+        let fromRounds = (orjson.min() ?? 0) / oneBest
+        // orjson parses 3,000 lines in 2-4 ms, printed to the millisecond: up to half of one off.
+        #expect(abs(ratio - fromRounds) < 0.0005 / oneBest + 0.02 * fromRounds + 0.002, "\(report)")
         #expect(report["ratio_cores"] is Double && report["goal_ratio_cores"] as? Double == 1.7 && report["goal_ratio_orjson"] as? Double == 0.5)
         #expect(report["outcomes_identical"] as? Bool == true, "\(report)")
         #expect((report["peak_child_rss_mib"] as? Double ?? 0) > 0)
