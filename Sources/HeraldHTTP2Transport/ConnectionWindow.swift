@@ -13,8 +13,13 @@ package struct ConnectionWindow: Sendable {
 
     /// The WINDOW_UPDATE to send after `event`, if the connection's window fell below half.
     package func update(after event: Any) -> HTTP2Frame? {
-        guard let e = event as? NIOHTTP2WindowUpdatedEvent, e.streamID == .rootStream, let size = e.inboundWindowSize,
-              size <= target / 2 else { return nil }
+        guard let e = event as? NIOHTTP2WindowUpdatedEvent else { return nil }
+        return update(after: e)
+    }
+
+    /// The WINDOW_UPDATE to send after `e`, if the connection's window fell below half.
+    package func update(after e: NIOHTTP2WindowUpdatedEvent) -> HTTP2Frame? {
+        guard e.streamID == .rootStream, let size = e.inboundWindowSize, size <= target / 2 else { return nil }
         return HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: target - size))
     }
 }

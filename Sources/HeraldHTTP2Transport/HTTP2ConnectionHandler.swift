@@ -40,7 +40,6 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     var nextStreamID: Int32 = 1
     var pending: [HTTP2StreamID: Pending] = [:]
-    var streamIDs: [Int: HTTP2StreamID] = [:]
     var sawSettings = false
     var goAwayLastStreamID: HTTP2StreamID?
     /// Streams that ended without an answer, reported after the current read.
@@ -69,7 +68,6 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         nextStreamID += 2
         let headers = HPACKHeaders(request: request, authority: authority, authorization: authorization)
         pending[id] = Pending(stream: stream)
-        streamIDs[stream] = id
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: request.body.isEmpty)))), promise: nil)
         if !request.body.isEmpty {
             let body = context.channel.allocator.buffer(bytes: request.body)
@@ -81,8 +79,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     /// Resets the stream the machine gave up on (its answer is no longer wanted).
+    /// Rare (a request past its deadline), so found by a search: no second table kept for it on every request.
     func cancel(stream: Int) {
-        guard let id = streamIDs.removeValue(forKey: stream) else { return }
+        guard let id = pending.first(where: { $0.value.stream == stream })?.key else { return }
         pending[id] = nil
         context?.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
     }
@@ -103,15 +102,25 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     // MARK: - From the channel
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted(let version, _, _, let resumed, _) = event as? TLSEvent {
+        // Several events a request (stream created, windows moved, stream closed): told apart by
+        // their type, compared once, not by a dynamic cast tried against each in turn.
+        let type = ObjectIdentifier(Swift.type(of: event))
+        if type == Self.streamClosed {
+            let closed = event as! StreamClosedEvent
+            if pending[closed.streamID] != nil { streamEnded(closed.streamID, closed.reason) }
+        } else if type == Self.windowUpdated {
+            if let update = window.update(after: event as! NIOHTTP2WindowUpdatedEvent) {
+                context.writeAndFlush(wrapOutboundOut(update), promise: nil)
+            }
+        } else if type == Self.tlsEvent, case .handshakeCompleted(let version, _, _, let resumed, _) = event as! TLSEvent {
             driver.handshakeCompleted(connection, protocolVersion: version, resumed: resumed)
-        } else if let closed = event as? StreamClosedEvent, pending[closed.streamID] != nil {
-            streamEnded(closed.streamID, closed.reason)
-        } else if let update = window.update(after: event) {
-            context.writeAndFlush(wrapOutboundOut(update), promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
     }
+
+    static let streamClosed = ObjectIdentifier(StreamClosedEvent.self)
+    static let windowUpdated = ObjectIdentifier(NIOHTTP2WindowUpdatedEvent.self)
+    static let tlsEvent = ObjectIdentifier(TLSEvent.self)
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
@@ -171,7 +180,6 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func answer(_ id: HTTP2StreamID, _ p: Pending) {
         pending[id] = nil
-        streamIDs[p.stream] = nil
         guard let status = p.status else {
             driver.streamFailed(p.stream, unprocessed: false, reason: "an answer without :status")
             return
@@ -195,7 +203,6 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         endedUnanswered.removeAll()
         for (id, reason) in ended {
             guard let p = pending.removeValue(forKey: id) else { continue }
-            streamIDs[p.stream] = nil
             let code = p.reset ?? reason
             let unprocessed = code == .refusedStream || goAwayLastStreamID.map { id > $0 } == true
             let why = unprocessed ? "not processed (\(code.map { "\($0)" } ?? "GOAWAY"))" : "stream ended without an answer (\(code.map { "\($0)" } ?? "closed"))"

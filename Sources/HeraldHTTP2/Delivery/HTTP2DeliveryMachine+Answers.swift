@@ -5,32 +5,37 @@ extension HTTP2DeliveryMachine {
     public mutating func answered(_ stream: Int, _ response: APNsResponse, now: Duration) {
         guard let f = endStream(stream, now: now) else { return }
         bulkStreams.answered(sentAt: f.sentAt, now: now, bulkInFlight: bulkInFlight)
-        var item = f.item
         let status = Status(http: response.status, reason: response.reason)
+        // An answer that ends the request reads its item where it lies; only a retry takes a copy to change.
         switch response.disposition {
         case .accepted:
-            outcomes.append(item.record(.accepted, response))
+            outcomes.append(f.item.record(.accepted, response))
         case .rejected:
-            outcomes.append(item.record(.rejected(status), response))
+            outcomes.append(f.item.record(.rejected(status), response))
         case .unregistered:
-            if item.token.count > 0 { deadTokens.append((item.token, response.timestamp)) }
-            outcomes.append(item.record(.rejected(status), response))
+            if f.item.token.count > 0 { deadTokens.append((f.item.token, response.timestamp)) }
+            outcomes.append(f.item.record(.rejected(status), response))
         case .credentialRejected:
             let why = OutcomeReason(.credentialRejected, "APNs refused the credential: \(response.status) \(response.reason ?? "")")
-            outcomes.append(item.record(.failed(why), response))
+            outcomes.append(f.item.record(.failed(why), response))
             fail(why)
         case .retryLater:
+            var item = f.item
             retry(&item, after: policy.retryLaterDelay, response, now: now)
         case .retryElsewhere:
             if let s = slot(of: f.connection), response.reason == "Shutdown" || response.reason == "IdleTimeout" { retire(s, now: now) }
+            var item = f.item
             retry(&item, after: policy.backoff.delay(afterFailures: item.attempts + 1, using: &random), response, now: now)
         case .newConnection:
             if let s = slot(of: f.connection) { retire(s, now: now) }
+            var item = f.item
             retry(&item, after: .zero, response, now: now)
         case .refreshToken:
+            var item = f.item
             refreshToken(&item, sentWith: f.authorization, response, now: now)
         case .tooManyTokenUpdates:
             tokens?.tooManyUpdates(now: Int64(now.components.seconds))
+            var item = f.item
             retry(&item, after: policy.retryLaterDelay, response, now: now)
         }
         pump(now: now)

@@ -14,7 +14,7 @@ extension HTTP2DeliveryMachine {
             queue.prepend(contentsOf: due.sorted { $0.sequence < $1.sequence })
         }
         for s in slots.indices {
-            if slots[s].connection == nil {
+            if !slots[s].isConnected {
                 guard !queue.isEmpty, slots[s].retryAt <= now else { continue }
                 lastConnection += 1
                 statistics.connections += 1
@@ -39,11 +39,12 @@ extension HTTP2DeliveryMachine {
                 lastStream += 1
                 statistics.streams += 1
                 sendOrder.append(lastStream)
-                inFlight[lastStream] = InFlight(item: item, connection: connID, sentAt: now, deadline: now + policy.requestTimeout, authorization: authorization)
                 if item.lane == .bulk { bulkInFlight += 1 }
                 slots[s].connection!.open.insert(lastStream)
                 slots[s].connection!.lastActivity = now
                 actions.append(.send(connection: connID, stream: lastStream, request: item.request, authorization: authorization))
+                // The item's last use: moved into its entry, not copied.
+                inFlight[lastStream] = InFlight(item: consume item, connection: connID, sentAt: now, deadline: now + policy.requestTimeout, authorization: authorization)
                 room -= 1
             }
         }
