@@ -203,7 +203,8 @@ public struct JSONLinesSource: NotificationSource {
             return .invalid(line: n, reason: "line longer than \(maximumLineLength) bytes", id: nil, token: nil)
         case .line(let n, let bytes):
             guard let bytes = RequestLine.content(line: n, bytes) else { return nil }
-            switch RequestLine.decode(bytes, decoder: decoder) {
+            let decoded = RequestLine.decode(bytes, decoder: decoder)
+            switch consume decoded {
             case .request(let request):
                 // A file holds nothing for later: a send-at to come is refused, not sent early.
                 if let at = request.sendAt, at > Duration.sinceEpochMilliseconds {

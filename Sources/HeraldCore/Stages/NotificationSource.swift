@@ -58,13 +58,13 @@ public final class SourceSink {
     /// Emits one request. Suspends while the pipeline is full.
     /// (Inlinable, and synchronous until a batch is full: called once per
     /// request, it costs the caller no async frame of its own.)
-    @inlinable nonisolated(nonsending) public func emit(_ request: NotificationRequest, line: Int? = nil) async {
+    @inlinable nonisolated(nonsending) public func emit(_ request: consuming NotificationRequest, line: Int? = nil) async {
         if append(request, line: line) { await flush() }
     }
 
     /// Adds a request to the batch being filled (building its envelope in
     /// place); true when the batch is full.
-    @usableFromInline func append(_ request: NotificationRequest, line: Int?) -> Bool {
+    @usableFromInline func append(_ request: consuming NotificationRequest, line: Int?) -> Bool {
         pending.append(Envelope(sequence: nextSequence, line: line, request: request))
         nextSequence += 1
         return pending.count >= batchSize
@@ -73,12 +73,12 @@ public final class SourceSink {
     /// Emits one request under a number its source gave it (``RequestQueue`` numbers requests as
     /// they are queued, and emits them lane by lane): numbers must be unique within the run, and
     /// a source emits either this way or the other, never both.
-    @inlinable nonisolated(nonsending) package func emit(_ request: NotificationRequest, sequence: UInt64, line: Int? = nil) async {
+    @inlinable nonisolated(nonsending) package func emit(_ request: consuming NotificationRequest, sequence: UInt64, line: Int? = nil) async {
         if append(request, sequence: sequence, line: line) { await flush() }
     }
 
     /// ``append(_:line:)`` under a number the source gave.
-    @usableFromInline func append(_ request: NotificationRequest, sequence: UInt64, line: Int?) -> Bool {
+    @usableFromInline func append(_ request: consuming NotificationRequest, sequence: UInt64, line: Int?) -> Bool {
         pending.append(Envelope(sequence: sequence, line: line, request: request))
         return pending.count >= batchSize
     }
