@@ -1,7 +1,8 @@
 import HeraldCore
 import HeraldJSON
 import HeraldKit
-import HeraldSimulator
+@testable import HeraldSimulator
+import Synchronization
 import Testing
 
 @Suite("The simulator transport from configuration")
@@ -91,6 +92,61 @@ struct SimulatorTransportConfigurationTests {
                 #expect(a.outcome == b.outcome, "sequence \(sequence)")
             }
         }
+    }
+
+    /// Notes the order records come in, taking a little while over each batch (as writing an outcome
+    /// line does), so that batches finishing meanwhile find a recorder at work.
+    final class OrderCheck: OutcomeObserver {
+        let seen = Mutex<(last: UInt64?, inversions: Int, count: Int)>((nil, 0, 0))
+        func observe(_ records: [OutcomeRecord]) {
+            seen.withLock { s in
+                for r in records {
+                    if let last = s.last, r.sequence <= last { s.inversions += 1 }
+                    s.last = r.sequence
+                    s.count += 1
+                }
+            }
+            let until = ContinuousClock.now + .microseconds(20)
+            while ContinuousClock.now < until {}
+        }
+    }
+
+    @Test("batches delivered out of order on many threads are recorded in the order they were sent: one recorder at a time")
+    func shardedRecordsInOrder() async throws {
+        var inversions = 0
+        for round in 0..<6 {
+            let transport = ShardedSimulatorTransport(shards: (0..<4).map { _ in SimulatorTransport() })
+            let check = OrderCheck(), ledger = OutcomeLedger(observers: [check])
+            let batches = 3000
+            // As if `batches` sends had each taken a ticket: batch i holds sequence i.
+            transport.state.withLock { s in
+                s.nextTicket = batches
+                s.outstanding = batches
+            }
+            transport.gate.add(batches)
+            ledger.enter(0..<UInt64(batches), count: batches)
+            // Deliveries finish in no particular order, on every thread at once.
+            var order = Array(0..<batches)
+            var generator = SeededGenerator(seed: 29 &+ UInt64(round))
+            order.shuffle(using: &generator)
+            let finishing = order
+            await withTaskGroup(of: Void.self) { group in
+                for part in 0..<8 {
+                    group.addTask {
+                        for ticket in stride(from: part, to: batches, by: 8).map({ finishing[$0] }) {
+                            let record = OutcomeRecord(sequence: UInt64(ticket), line: ticket + 1, id: nil, token: nil, outcome: .accepted)
+                            transport.delivered(ticket, [record], ledger)
+                        }
+                    }
+                }
+            }
+            let seen = check.seen.withLock { $0 }
+            #expect(seen.count == batches, "round \(round): \(seen.count) of \(batches) recorded")
+            inversions += seen.inversions
+            #expect(ledger.snapshot.isBalanced)
+            await transport.finish(outcomes: ledger)  // returns: nothing outstanding
+        }
+        #expect(inversions == 0, "\(inversions) batches recorded after a later one")
     }
 
     @Test("bad options name the key")
