@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The benchmark floors CI holds (docs/benchmarks.md, "Floors").
 
-Runs four `herald bench` commands in short form and fails when a ratio to a
-baseline measured in the same run falls below its floor. Floors sit well under
+Runs the `herald bench` commands below in short form and fails when a ratio to a
+baseline measured in the same run falls below its floor, or when `herald bench
+send`'s two outcome files (one core, every core) differ. Floors sit well under
 each goal: they catch a stage that got several times slower, not noise. A
 figure under its floor is measured once more (these machines are shared and
 noisy), twice at most, and the best counts; every figure is printed.
@@ -62,6 +63,12 @@ def main():
             reports = [run(binary, bench, args)]
             while len(reports) < 3 and any(max(r[field] for r in reports) < floor for field, floor, _ in ratios):
                 reports.append(run(binary, bench, args))
+            # herald bench send compares the two sides' outcome files byte for byte: a run whose
+            # every-core outcomes differ from one core's (lines out of input order) is a defect.
+            for r in reports:
+                if r.get("outcomes_identical") is False:
+                    print(json.dumps({"bench": bench, "outcomes_identical": False}), flush=True)
+                    failed.append(f"{bench}: the outcome files of one core and every core differ")
             for field, floor, goal in ratios:
                 figures = [r[field] for r in reports]
                 best = max(figures)
