@@ -73,15 +73,22 @@ enum HTTP2LibraryAlone {
         return all
     }
 
-    /// Writes `requests[range]` as the transport does (HEADERS, then DATA ending the stream) and flushes.
+    /// `request` on stream `id` as the transport sends it: HEADERS (its header block built by the
+    /// transport's code), then DATA ending the stream.
+    static func frames(_ request: APNsRequest, id: HTTP2StreamID, authority: String, allocator: ByteBufferAllocator) -> (HTTP2Frame, HTTP2Frame) {
+        let headers = HPACKHeaders(request: request, authority: authority, authorization: nil)
+        let body = allocator.buffer(bytes: request.body)
+        return (HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: false))),
+                HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true))))
+    }
+
+    /// Writes `requests[range]` as the transport does and flushes.
     static func write(_ requests: ArraySlice<APNsRequest>, to channel: EmbeddedChannel, streams: inout Int32, authority: String) {
         for request in requests {
-            let id = HTTP2StreamID(streams)
+            let (headers, data) = frames(request, id: HTTP2StreamID(streams), authority: authority, allocator: channel.allocator)
             streams += 2
-            let headers = HPACKHeaders(request: request, authority: authority, authorization: nil)
-            channel.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: false))), promise: nil)
-            let body = channel.allocator.buffer(bytes: request.body)
-            channel.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true))), promise: nil)
+            channel.write(headers, promise: nil)
+            channel.write(data, promise: nil)
         }
         channel.flush()
     }
@@ -182,14 +189,12 @@ enum HTTP2LibraryOverTLS {
         }
 
         func write(_ context: ChannelHandlerContext) {
-            let request = requests[next]
+            let (headers, data) = HTTP2LibraryAlone.frames(
+                requests[next], id: HTTP2StreamID(nextStreamID), authority: authority, allocator: context.channel.allocator)
             next += 1
-            let id = HTTP2StreamID(nextStreamID)
             nextStreamID += 2
-            let headers = HPACKHeaders(request: request, authority: authority, authorization: nil)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: false)))), promise: nil)
-            let body = context.channel.allocator.buffer(bytes: request.body)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+            context.write(wrapOutboundOut(headers), promise: nil)
+            context.write(wrapOutboundOut(data), promise: nil)
             wrote = true
         }
 

@@ -6,7 +6,7 @@ extension HTTP2DeliveryMachine {
         guard let f = endStream(stream, now: now) else { return }
         bulkStreams.answered(sentAt: f.sentAt, now: now, bulkInFlight: bulkInFlight)
         let status = Status(http: response.status, reason: response.reason)
-        // An answer that ends the request reads its item where it lies; only a retry takes a copy to change.
+        // An answer that ends the request reads its item where it lies; only a retry takes a copy, to change.
         switch response.disposition {
         case .accepted:
             outcomes.append(f.item.record(.accepted, response))
@@ -20,29 +20,24 @@ extension HTTP2DeliveryMachine {
             outcomes.append(f.item.record(.failed(why), response))
             fail(why)
         case .retryLater:
-            var item = f.item
-            retry(&item, after: policy.retryLaterDelay, response, now: now)
+            retry(f.item, after: policy.retryLaterDelay, response, now: now)
         case .retryElsewhere:
             if let s = slot(of: f.connection), response.reason == "Shutdown" || response.reason == "IdleTimeout" { retire(s, now: now) }
-            var item = f.item
-            retry(&item, after: policy.backoff.delay(afterFailures: item.attempts + 1, using: &random), response, now: now)
+            retry(f.item, after: policy.backoff.delay(afterFailures: f.item.attempts + 1, using: &random), response, now: now)
         case .newConnection:
             if let s = slot(of: f.connection) { retire(s, now: now) }
-            var item = f.item
-            retry(&item, after: .zero, response, now: now)
+            retry(f.item, after: .zero, response, now: now)
         case .refreshToken:
-            var item = f.item
-            refreshToken(&item, sentWith: f.authorization, response, now: now)
+            refreshToken(f.item, sentWith: f.authorization, response, now: now)
         case .tooManyTokenUpdates:
             tokens?.tooManyUpdates(now: Int64(now.components.seconds))
-            var item = f.item
-            retry(&item, after: policy.retryLaterDelay, response, now: now)
+            retry(f.item, after: policy.retryLaterDelay, response, now: now)
         }
         pump(now: now)
     }
 
     /// Sends `item` again after `delay`, unless it has been tried ``HTTP2DeliveryPolicy/maxAttempts`` times.
-    mutating func retry(_ item: inout HTTP2Item, after delay: Duration, _ response: APNsResponse, now: Duration) {
+    mutating func retry(_ item: consuming HTTP2Item, after delay: Duration, _ response: APNsResponse, now: Duration) {
         if let failure {
             outcomes.append(item.record(.failed(failure), response))
             return
@@ -59,7 +54,7 @@ extension HTTP2DeliveryMachine {
     }
 
     /// `ExpiredProviderToken`: the token rules decide (``ProviderTokens/expired(_:now:)``).
-    mutating func refreshToken(_ item: inout HTTP2Item, sentWith authorization: String?, _ response: APNsResponse, now: Duration) {
+    mutating func refreshToken(_ item: consuming HTTP2Item, sentWith authorization: String?, _ response: APNsResponse, now: Duration) {
         if let failure {
             outcomes.append(item.record(.failed(failure), response))
             return

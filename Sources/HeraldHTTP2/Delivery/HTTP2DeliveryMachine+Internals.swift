@@ -14,7 +14,7 @@ extension HTTP2DeliveryMachine {
             queue.prepend(contentsOf: due.sorted { $0.sequence < $1.sequence })
         }
         for s in slots.indices {
-            if !slots[s].isConnected {
+            if slots[s].connection == nil {
                 guard !queue.isEmpty, slots[s].retryAt <= now else { continue }
                 lastConnection += 1
                 statistics.connections += 1

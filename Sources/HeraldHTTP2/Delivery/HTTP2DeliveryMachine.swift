@@ -60,11 +60,6 @@ public struct HTTP2DeliveryMachine: Sendable {
         var connection: Connection?
         var retryAt: Duration = .zero
         var failures = 0
-        /// Read in place (`connection == nil` copied the whole slot, its open streams' set with it).
-        var isConnected: Bool {
-            if case .none = connection { return false }
-            return true
-        }
     }
 
     struct InFlight: Sendable {
