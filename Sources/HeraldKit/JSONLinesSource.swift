@@ -60,15 +60,18 @@ public struct JSONLinesSource: NotificationSource {
     }
 
     /// ``produce(into:)`` on `sink.threads` threads: lines are copied into
-    /// chunks of up to 256 lines, each chunk decoded by a task of its own, at
-    /// most twice `threads` chunks at once, and the chunks' requests emitted
-    /// in input order, so outcomes, sequences and the ledger are as on one
-    /// thread. Memory stays bounded by the chunks in flight.
+    /// chunks of up to a batch of lines, each chunk decoded by a task of its
+    /// own into a batch (built in storage the pipeline is done with, and
+    /// handed on as it is, not copied), at most twice `threads` chunks at
+    /// once, and the chunks' requests emitted in input order, so outcomes,
+    /// sequences and the ledger are as on one thread. Memory stays bounded by
+    /// the chunks in flight.
     func produceInParallel(_ reader: inout LineReader, into sink: SourceSink) async throws {
-        let decoder = self.decoder, maximum = reader.maximumLineLength
+        let decoder = self.decoder, maximum = reader.maximumLineLength, pool = sink.pool
         var inFlight: [Task<[Decoded], Never>] = []  // oldest first; at most `window`
         let window = 2 * sink.threads
-        var chunk = LineChunk()
+        let lines = sink.batchSize
+        var chunk = LineChunk(lines: lines)
         var idle = 0
 
         func emit(_ reversed: consuming [Decoded]) async {
@@ -88,7 +91,7 @@ public struct JSONLinesSource: NotificationSource {
         }
         func dispatch(_ full: consuming LineChunk) {
             let full = consume full
-            inFlight.append(Task { full.decode(maximumLineLength: maximum, decoder: decoder) })
+            inFlight.append(Task { full.decode(maximumLineLength: maximum, decoder: decoder, pool: pool) })
         }
 
         // A read that fails mid-file: what was read before it still goes out, then the error.
@@ -99,7 +102,7 @@ public struct JSONLinesSource: NotificationSource {
                 progress?.consumed.store(reader.bytesConsumed, ordering: .relaxed)
                 if case .notReady = line {
                     // A pipe with nothing waiting: what was read goes out now, not held back for a full chunk.
-                    if !chunk.isEmpty { dispatch(chunk); chunk = LineChunk() }
+                    if !chunk.isEmpty { dispatch(chunk); chunk = LineChunk(lines: lines) }
                     while !inFlight.isEmpty { await emit(await oldest()) }
                     await Self.idle(&idle, sink)
                     continue
@@ -108,7 +111,7 @@ public struct JSONLinesSource: NotificationSource {
                 chunk.add(line)
                 if chunk.isFull {
                     dispatch(chunk)
-                    chunk = LineChunk()
+                    chunk = LineChunk(lines: lines)
                     if inFlight.count >= window { await emit(await oldest()) }
                 }
             }
@@ -125,15 +128,18 @@ public struct JSONLinesSource: NotificationSource {
 
     /// Lines copied out of the reader's buffer, to be decoded on another thread.
     struct LineChunk: Sendable {
-        static let lines = 256, bytes = 1 << 20
+        static let bytes = 1 << 20
+        /// Lines a chunk holds at most (a batch's worth).
+        let lines: Int
         var text: [UInt8] = []
         /// Each line's number and its range in `text`; a line too long has `start` -1.
         var entries: [(number: Int, start: Int, end: Int)] = []
         var isEmpty: Bool { entries.isEmpty }
-        var isFull: Bool { entries.count >= Self.lines || text.count >= Self.bytes }
+        var isFull: Bool { entries.count >= lines || text.count >= Self.bytes }
 
-        init() {
-            entries.reserveCapacity(Self.lines)
+        init(lines: Int) {
+            self.lines = max(1, lines)
+            entries.reserveCapacity(self.lines)
         }
 
         mutating func add(_ line: LineReader.Line) {
@@ -141,7 +147,7 @@ public struct JSONLinesSource: NotificationSource {
             case .notReady: break
             case .tooLong(let n): entries.append((n, -1, -1))
             case .line(let n, let bytes):
-                if text.isEmpty { text.reserveCapacity(bytes.count * Self.lines) }
+                if text.isEmpty { text.reserveCapacity(min(bytes.count * lines, Self.bytes)) }
                 let start = text.count
                 text.append(contentsOf: bytes)
                 entries.append((n, start, text.count))
@@ -151,9 +157,9 @@ public struct JSONLinesSource: NotificationSource {
         /// The lines decoded: runs of envelopes (built here, on the decoding
         /// thread, numbered when emitted) and what could not be decoded between
         /// them; last piece first (the source pops them off the end).
-        func decode(maximumLineLength: Int, decoder: RequestDecoder) -> [Decoded] {
+        func decode(maximumLineLength: Int, decoder: RequestDecoder, pool: BatchPool? = nil) -> [Decoded] {
             var out: [Decoded] = []
-            var run: [Envelope] = []
+            var run = pool?.take() ?? []
             run.reserveCapacity(entries.count)
             text.withUnsafeBytes { all in
                 for e in entries {

@@ -55,7 +55,7 @@ public final class ShardedSimulatorTransport: Transport, TransportReporting {
 
     /// The shard a token goes to.
     func shard(of token: DeviceToken) -> Int {
-        Int(UInt(bitPattern: token.hashValue) % UInt(shards.count))
+        Int(token.spreadKey % UInt64(shards.count))
     }
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
@@ -70,17 +70,24 @@ public final class ShardedSimulatorTransport: Transport, TransportReporting {
             return s.nextTicket
         }
         let shards = self.shards
+        let handoff = Handoff(consume parts)
         Task {
-            var records = unframed
-            records += await withTaskGroup(of: [OutcomeRecord].self) { group in
+            // Each part's records are moved, not copied, when they are all there is so far
+            // (`+=` onto an empty array copies every record).
+            var records = await withTaskGroup(of: [OutcomeRecord].self) { group in
+                var parts = handoff.take()
                 for s in parts.indices where !parts[s].isEmpty {
-                    let (shard, items) = (shards[s], parts[s])
-                    group.addTask { await shard.deliver(items) }
+                    let shard = shards[s], items = Handoff(parts[s])
+                    parts[s] = []
+                    group.addTask { await shard.deliver(items.take()) }
                 }
                 var all: [OutcomeRecord] = []
-                for await part in group { all += part }
+                for await part in group {
+                    if all.isEmpty { all = part } else { all += part }
+                }
                 return all
             }
+            if !unframed.isEmpty { records += unframed }
             records.sort { $0.sequence < $1.sequence }
             self.delivered(ticket, records, outcomes)
         }

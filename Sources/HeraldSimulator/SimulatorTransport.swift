@@ -96,7 +96,8 @@ public actor SimulatorTransport: Transport {
     func run(until done: (DeliveryMachine) -> Bool) {
         while true {
             perform(machine.takeActions())
-            records.append(contentsOf: machine.takeOutcomes())
+            // Moved when nothing waits before them (appending copies every record).
+            if records.isEmpty { records = machine.takeOutcomes() } else { records.append(contentsOf: machine.takeOutcomes()) }
             if done(machine) { return }
             if connection != nil && pendingStart < pending.count {
                 if deliverPending() { continue }

@@ -273,12 +273,15 @@ public struct DeliveryMachine: Sendable {
 
     /// The actions to perform, in order.
     public mutating func takeActions() -> [Action] {
+        if actions.isEmpty { return [] }
         defer { actions.removeAll(keepingCapacity: true) }
         return actions
     }
 
     /// The outcomes decided since the last call.
     public mutating func takeOutcomes() -> [OutcomeRecord] {
+        // Nothing to hand over: no new buffer (emptying a shared one allocates one).
+        if outcomes.isEmpty { return [] }
         defer { outcomes.removeAll(keepingCapacity: true) }
         return outcomes
     }

@@ -191,8 +191,13 @@ final class ConcurrentRowRunner: Sendable {
         // whose send waits for room (its task already started).
         let ordered = BoundedChannel<Task<[Envelope], Never>>(capacity: max(1, window - 2))
         let forwarder = Task {
-            while let task = await ordered.receive() {
-                var batch = await task.value
+            // The task is let go before its batch goes on: a finished task keeps its result, and
+            // a batch shared with it would be copied by the next write to it.
+            func next() async -> [Envelope]? {
+                guard let task = await ordered.receive() else { return nil }
+                return await task.value
+            }
+            while var batch = await next() {
                 Pipeline.settleDecided(&batch, ledger: ledger)
                 if !batch.isEmpty { await output.send(consume batch) }
             }
@@ -200,7 +205,8 @@ final class ConcurrentRowRunner: Sendable {
         }
         let stages = self.stages, instruments = self.instruments, abandonment = self.abandonment, book = ledger.traceBook
         while let batch = await input.receive() {
-            _ = await ordered.send(Task { await Self.process(batch, stages: stages, instruments: instruments, abandonment: abandonment, book: book) })
+            let handoff = Handoff(consume batch)
+            _ = await ordered.send(Task { await Self.process(handoff.take(), stages: stages, instruments: instruments, abandonment: abandonment, book: book) })
         }
         ordered.close()
         await forwarder.value
@@ -255,8 +261,8 @@ actor TransportRunner {
             }
             if let start { instruments?.batch(in: batch.count, decided: 0, since: start) }
             if releaseApart {
-                let batch = consume batch
-                Task { recycle.put(batch) }
+                let handoff = Handoff(consume batch)
+                Task { recycle.put(handoff.take()) }
             } else {
                 recycle.put(consume batch)
             }
@@ -436,13 +442,13 @@ public final class Pipeline: Sendable {
 /// fill again: a batch's storage is allocated once per run, not once per
 /// batch (a fresh 200 KB array per batch came from newly mapped pages, and
 /// the page faults were a tenth of the pipeline's time).
-final class BatchPool: Sendable {
+package final class BatchPool: Sendable {
     let capacity: Int
     let free = Mutex<[[Envelope]]>([])
     init(capacity: Int) { self.capacity = capacity }
 
     /// An empty array, with the capacity of the batches it held before if one is free.
-    func take() -> [Envelope] { free.withLock { $0.popLast() } ?? [] }
+    package func take() -> [Envelope] { free.withLock { $0.popLast() } ?? [] }
 
     /// Empties `batch` (releasing its envelopes) and keeps its storage for the
     /// source. (If a transport still holds the batch, emptying it allocates a

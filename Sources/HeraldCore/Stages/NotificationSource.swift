@@ -21,14 +21,16 @@ extension NotificationSource {
 
 /// Collects a source's requests into batches and hands them to the pipeline.
 public final class SourceSink {
-    let batchSize: Int
+    package let batchSize: Int
     let output: BoundedChannel<[Envelope]>
     let ledger: OutcomeLedger
     @usableFromInline let stop: StopSignal
     var pending: [Envelope] = []
     var nextSequence: UInt64 = 0
     let latency: LatencyTracker?
-    let pool: BatchPool
+    /// Storage of batches the pipeline is done with: a source building batches on other
+    /// threads for ``emit(prepared:)`` takes their arrays from here.
+    package let pool: BatchPool
     /// Threads the source may decode its input on (the pipeline's
     /// ``PipelineOptions/threads``, resolved): a source that parses text
     /// (``JSONLinesSource``) decodes that many chunks at once and emits them
@@ -112,9 +114,12 @@ public final class SourceSink {
 
     /// Emits envelopes a source built on another thread (``JSONLinesSource``
     /// decodes chunks of lines in parallel): each is numbered where it lies
-    /// (whatever `sequence` it had is overwritten). Batches are formed as
-    /// ``emit(_:line:)`` forms them, full but for a flush; a run that is
-    /// exactly one batch, with nothing pending, goes on as it is, with no copy.
+    /// (whatever `sequence` it had is overwritten). A run of at most a batch,
+    /// with nothing pending, goes on as it is, a batch of its own, with no
+    /// copy (a source decoding a batch's worth of lines at a time hands on
+    /// full batches, and after a line that is not a request, one shorter
+    /// batch); longer runs, or runs behind pending requests, are cut into
+    /// batches as ``emit(_:line:)`` forms them.
     nonisolated(nonsending) public func emit(prepared envelopes: consuming [Envelope]) async {
         var envelopes = envelopes
         guard !envelopes.isEmpty else { return }
@@ -122,7 +127,7 @@ public final class SourceSink {
             envelopes[i].sequence = nextSequence
             nextSequence += 1
         }
-        if pending.isEmpty && envelopes.count == batchSize { return await send(envelopes) }
+        if pending.isEmpty && envelopes.count <= batchSize { return await send(envelopes) }
         var start = 0
         if !pending.isEmpty {
             start = min(batchSize - pending.count, envelopes.count)
@@ -136,11 +141,18 @@ public final class SourceSink {
         if start < envelopes.count { pending.append(contentsOf: envelopes[start...]) }
     }
 
+    /// An empty array to build a batch in, with the storage of a batch the
+    /// pipeline is done with when one is free.
+    func batchStorage() -> [Envelope] {
+        var batch = pool.take()
+        batch.reserveCapacity(batchSize)
+        return batch
+    }
+
     /// Hands the partial batch to the pipeline.
     nonisolated(nonsending) public func flush() async {
         guard !pending.isEmpty else { return }
-        var batch = pool.take()
-        batch.reserveCapacity(batchSize)
+        var batch = batchStorage()
         swap(&batch, &pending)
         await send(batch)
     }
