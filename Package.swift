@@ -81,6 +81,12 @@ let package = Package(
             providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
         ),
         .target(name: "CHeraldZlib", dependencies: ["CZlib"]),
+        // jemalloc, the herald executable's allocator (not the libraries'): with several threads,
+        // memory allocated on one and freed on another defeats glibc's per-thread caches (issue 29).
+        .systemLibrary(
+            name: "CJemalloc", pkgConfig: "jemalloc",
+            providers: [.apt(["libjemalloc-dev"]), .brew(["jemalloc"])]
+        ),
         // Durable state: the token store on SQLite (GRDB.swift, Debian's libsqlite3), issue 14.
         .target(
             name: "HeraldStore",
@@ -257,7 +263,7 @@ let package = Package(
             dependencies: [
                 "HeraldJSON", "HeraldCore", "HeraldKit", "HeraldPayload", "HeraldBinary", "HeraldSimulator", "HeraldOpenSSL", "HeraldGateway", "HeraldTesting",
                 "HeraldHTTP2", "HeraldBenchmarks", "HeraldStore", "HeraldRecorder", "HeraldService", "HeraldPostgres", "HeraldLocalization",
-                "HeraldTracing",
+                "HeraldTracing", "CJemalloc",
                 .product(name: "Logging", package: "swift-log"),
                 // Tracing's exporter, set up from the OTEL_* variables (off unless they ask for it).
                 .product(name: "OTel", package: "swift-otel"),

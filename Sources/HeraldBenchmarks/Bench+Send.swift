@@ -99,8 +99,22 @@ struct BenchSend: AsyncParsableCommand {
         }
         report.add("outcomes_identical", identical)
         report.add("peak_child_rss_mib", Self.peakChildMiB(), places: 1)
+        report.add("allocator", Self.allocator)
         report.print()
     }
+
+    /// The allocator this process (and so each `herald send` it starts, the same executable) has:
+    /// jemalloc's version when it is linked in (the herald executable links it), else the C
+    /// library's malloc. Looked up, not linked: this module does not bring jemalloc with it.
+    static let allocator: String = {
+        typealias MallCtl = @convention(c) (UnsafePointer<CChar>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int>?, UnsafeMutableRawPointer?, Int) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallctl") else { return "glibc malloc" }
+        let mallctl = unsafeBitCast(symbol, to: MallCtl.self)
+        var text: UnsafePointer<CChar>? = nil
+        var size = MemoryLayout<UnsafePointer<CChar>?>.size
+        guard mallctl("version", &text, &size, nil, 0) == 0, let text else { return "jemalloc" }
+        return "jemalloc " + String(cString: text)
+    }()
 
     /// orjson's parse-only loop over `input` on core 0: the seconds it printed.
     static func orjsonSeconds(_ taskset: String, _ python: String, input: String, count: Int, dir: String) async throws -> Double {

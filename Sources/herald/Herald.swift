@@ -1,4 +1,7 @@
 import ArgumentParser
+// Links jemalloc, which then serves every malloc and free in the process (docs/architecture.md,
+// "The allocator"); `herald bench send` reports which allocator a run had.
+import CJemalloc
 import HeraldBenchmarks
 #if canImport(Glibc)
 import Glibc

@@ -31,6 +31,8 @@ struct BenchSendTests {
         #expect(report["ratio_cores"] is Double && report["goal_ratio_cores"] as? Double == 1.7 && report["goal_ratio_orjson"] as? Double == 0.5)
         #expect(report["outcomes_identical"] as? Bool == true, "\(report)")
         #expect((report["peak_child_rss_mib"] as? Double ?? 0) > 0)
+        // The herald executable links jemalloc (docs/architecture.md, "The allocator"): its version, as jemalloc reports it.
+        #expect((report["allocator"] as? String ?? "").hasPrefix("jemalloc 5."), "\(report)")
     }
 
     @Test("without orjson the report says why instead of a ratio")
