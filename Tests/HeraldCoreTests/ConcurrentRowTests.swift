@@ -208,4 +208,28 @@ struct PreparedEnvelopeTests {
         let drop = try #require(collector.records.first { $0.outcome.kind == .dropped })
         #expect(drop.sequence == 703 && drop.line == 704)
     }
+
+    /// Runs as a parallel decoder hands them on: a batch's worth, a short run cut by an invalid line, more.
+    struct Runs: NotificationSource {
+        func produce(into sink: SourceSink) async throws {
+            await sink.emit(prepared: (0..<256).map { Envelope(sequence: 0, line: $0 + 1, request: request(UInt32($0))) })
+            await sink.emit(prepared: (256..<300).map { Envelope(sequence: 0, line: $0 + 1, request: request(UInt32($0))) })
+            await sink.emitInvalid(line: 301, reason: "not JSON")
+            await sink.emit(prepared: (301..<400).map { Envelope(sequence: 0, line: $0 + 1, request: request(UInt32($0))) })
+            await sink.emit(prepared: (400..<656).map { Envelope(sequence: 0, line: $0 + 1, request: request(UInt32($0))) })
+        }
+    }
+
+    @Test("a run of at most a batch with nothing pending goes on as a batch of its own (not copied into the next), numbered in order")
+    func runsAsBatches() async throws {
+        let transport = Batches()
+        let s = try await Pipeline(source: Runs(), stages: [], transport: transport, ledger: OutcomeLedger(),
+                                   options: PipelineOptions(batchSize: 256, threads: 1)).run()
+        #expect(s.isBalanced && s.entered == 656 && s.accepted == 655 && s.dropped == 1)
+        let batches = transport.seen.withLock { $0 }
+        #expect(batches.map(\.count) == [256, 44, 99, 256])
+        let all = batches.flatMap { $0 }
+        #expect(all.map(\.0) == (0..<300).map(UInt64.init) + (301..<656).map(UInt64.init))
+        #expect(all.allSatisfy { $0.1 == Int($0.2) + 1 && UInt64($0.2) == $0.0 })
+    }
 }
