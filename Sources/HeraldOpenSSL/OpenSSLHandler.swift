@@ -31,6 +31,8 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
     let serverName: String?
     var state: State = .idle
     var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
+    /// The buffer small writes are gathered in (``encryptPending(context:)``), kept between flushes.
+    var staging: ByteBuffer?
     var flushPending = false
     var handshakeTimer: Scheduled<Void>?
     var readBuffer: ByteBuffer?
@@ -234,6 +236,12 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
         context.close(mode: .all, promise: promise)
     }
 
+    /// Writes smaller than this are gathered into one buffer before OpenSSL sees them: each
+    /// `SSL_write` makes a TLS record of its own (a header, a tag, an AEAD pass), and HTTP/2
+    /// writes each frame apart, so a request's HEADERS and DATA were two records. A record
+    /// holds at most 16 KiB of plaintext.
+    static let coalescingLimit = 16 * 1024
+
     func encryptPending(context: ChannelHandlerContext) {
         flushPending = false
         guard !pendingWrites.isEmpty else { return }
@@ -241,23 +249,32 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
         pendingWrites.removeAll(keepingCapacity: true)
         var promises: [EventLoopPromise<Void>] = []
         promises.reserveCapacity(writes.count)
+        for (_, promise) in writes { if let promise { promises.append(promise) } }
         OpenSSLErrors.clear()
-        for (buffer, promise) in writes {
-            var b = buffer
-            while b.readableBytes > 0 {
-                let n = b.withUnsafeReadableBytes { raw in
-                    SSL_write(ssl, raw.baseAddress, Int32(min(raw.count, 1 << 30)))
-                }
-                if n <= 0 {
-                    let failure = describeFailure(during: false)
-                    promise?.fail(failure)
-                    for p in promises { p.fail(failure) }
-                    fail(context: context, failure)
-                    return
-                }
-                b.moveReaderIndex(forwardBy: Int(n))
+        var gathered = staging.take() ?? context.channel.allocator.buffer(capacity: Self.coalescingLimit)
+        gathered.clear()
+        var written = true
+        for (buffer, _) in writes {
+            if gathered.readableBytes + buffer.readableBytes > Self.coalescingLimit && gathered.readableBytes > 0 {
+                written = encrypt(&gathered)
+                if !written { break }
             }
-            if let promise { promises.append(promise) }
+            if buffer.readableBytes >= Self.coalescingLimit {
+                var b = buffer
+                written = encrypt(&b)
+                if !written { break }
+            } else {
+                gathered.writeImmutableBuffer(buffer)
+            }
+        }
+        if written && gathered.readableBytes > 0 { written = encrypt(&gathered) }
+        gathered.clear()
+        staging = gathered
+        if !written {
+            let failure = describeFailure(during: false)
+            for p in promises { p.fail(failure) }
+            fail(context: context, failure)
+            return
         }
         let combined: EventLoopPromise<Void>?
         switch promises.count {
@@ -276,6 +293,18 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
         } else {
             combined?.succeed(())
         }
+    }
+
+    /// Hands all of `buffer` to OpenSSL (which may take it a part at a time); false when it refused.
+    func encrypt(_ buffer: inout ByteBuffer) -> Bool {
+        while buffer.readableBytes > 0 {
+            let n = buffer.withUnsafeReadableBytes { raw in
+                SSL_write(ssl, raw.baseAddress, Int32(min(raw.count, 1 << 30)))
+            }
+            if n <= 0 { return false }
+            buffer.moveReaderIndex(forwardBy: Int(n))
+        }
+        return true
     }
 
     func takeNetworkBytes(context: ChannelHandlerContext) -> ByteBuffer? {
