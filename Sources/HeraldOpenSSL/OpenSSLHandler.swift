@@ -258,6 +258,7 @@ public final class OpenSSLHandler: ChannelDuplexHandler, RemovableChannelHandler
             if gathered.readableBytes + buffer.readableBytes > Self.coalescingLimit && gathered.readableBytes > 0 {
                 written = encrypt(&gathered)
                 if !written { break }
+                gathered.clear()  // from the start again: the buffer stays at 16 KiB
             }
             if buffer.readableBytes >= Self.coalescingLimit {
                 var b = buffer
