@@ -181,7 +181,10 @@ struct BenchHTTP2: AsyncParsableCommand {
         c.maxStreamsPerConnection = maxStreams
         c.maxQueued = max(c.maxQueued, 2 * maxStreams + batchSize)
         let transport = try HTTP2Transport(configuration: c)
+        // CPU time too: on a shared machine the rates swing with the neighbours, the CPU a request less so.
+        let heraldCPU0 = processCPUSeconds()
         let (seconds, snapshot) = try await drive(transport, envelopes)
+        let heraldCPU = processCPUSeconds() - heraldCPU0
         r.add("url", url)
         await report(&r, "herald", seconds: seconds, snapshot: snapshot, transport: transport)
         r.add("herald_connections_opened", transport.statistics.connections)
@@ -195,9 +198,14 @@ struct BenchHTTP2: AsyncParsableCommand {
         r.add("goal_ratio_to_library", 0.9, places: 1)
         // The library on the same connection's TLS and socket, nothing of Herald's delivery: Herald's
         // own share is the ratio to it; what TLS and the socket leave of the in-memory bound, the ceiling.
+        let libraryCPU0 = processCPUSeconds()
         let overTLS = try await HTTP2LibraryOverTLS.rate(
             requests, host: host, port: port, tls: c.tls, serverName: serverName ?? host, streams: maxStreams, initialWindowSize: c.initialWindowSize)
+        let libraryCPU = processCPUSeconds() - libraryCPU0
         r.add("nio_http2_over_tls_per_second", overTLS.rounded())
+        r.add("herald_cpu_us_per_request", heraldCPU * 1e6 / Double(count), places: 2)
+        r.add("nio_http2_over_tls_cpu_us_per_request", libraryCPU * 1e6 / Double(count), places: 2)
+        r.add("cpu_ratio_to_library_over_tls", libraryCPU / heraldCPU, places: 3)
         r.add("ratio_to_library_over_tls", (Double(count) / seconds) / overTLS, places: 3)
         r.add("ceiling_ratio_to_library", overTLS / alone, places: 3)
         guard h2load else { return }

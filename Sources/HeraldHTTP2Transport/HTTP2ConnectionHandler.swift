@@ -70,10 +70,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         pending[id] = Pending(stream: stream)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: request.body.isEmpty)))), promise: nil)
         if !request.body.isEmpty {
+            // No promise: a write that fails ends its stream (a `StreamClosedEvent`) or the
+            // connection (`channelInactive`), and either reports the stream; a promise a
+            // request (and its callback) only said it again.
             let body = context.channel.allocator.buffer(bytes: request.body)
-            let written = context.eventLoop.makePromise(of: Void.self)
-            written.futureResult.whenFailure { _ in self.streamEnded(id, nil) }
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: written)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
         }
         return true
     }
@@ -125,18 +126,25 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         switch frame.payload {
+        // The stream's entry found once and changed where it lies; an answer that ends the stream takes it out by its index.
         case .headers(let h):
-            guard var p = pending[frame.streamID] else { return }
-            if p.status == nil {
+            guard let i = pending.index(forKey: frame.streamID) else { return }
+            if pending.values[i].status == nil {
                 for (name, value, _) in h.headers {
-                    if name == ":status" { p.status = Int(value) } else if name.hasPrefix("apns-") { p.headers.append((name, value)) }
+                    if name == ":status" {
+                        pending.values[i].status = Int(value)
+                    } else if name.hasPrefix("apns-") {
+                        pending.values[i].headers.append((name, value))
+                    }
                 }
             }
-            if h.endStream { answer(frame.streamID, p) } else { pending[frame.streamID] = p }
+            if h.endStream { answer(pending.remove(at: i).value) }
         case .data(let d):
-            guard var p = pending[frame.streamID] else { return }
-            if case .byteBuffer(let b) = d.data, p.body.count + b.readableBytes <= Self.maxBody { p.body += b.readableBytesView }
-            if d.endStream { answer(frame.streamID, p) } else { pending[frame.streamID] = p }
+            guard let i = pending.index(forKey: frame.streamID) else { return }
+            if case .byteBuffer(let b) = d.data, pending.values[i].body.count + b.readableBytes <= Self.maxBody {
+                pending.values[i].body += b.readableBytesView
+            }
+            if d.endStream { answer(pending.remove(at: i).value) }
         case .rstStream(let code):
             pending[frame.streamID]?.reset = code
         case .settings(.settings(let settings)):
@@ -178,8 +186,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     // MARK: - Answers
 
-    func answer(_ id: HTTP2StreamID, _ p: Pending) {
-        pending[id] = nil
+    /// `p`, taken out of `pending`, ended with its answer.
+    func answer(_ p: Pending) {
         guard let status = p.status else {
             driver.streamFailed(p.stream, unprocessed: false, reason: "an answer without :status")
             return

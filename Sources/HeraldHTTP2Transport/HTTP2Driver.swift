@@ -41,10 +41,6 @@ final class HTTP2Driver: @unchecked Sendable {
     var ledger: OutcomeLedger?
     /// Connections whose channel exists, by the machine's number.
     var connections: [Int: HTTP2ConnectionHandler] = [:]
-    /// The connection each open stream is on (for cancels), and when it went out.
-    var streamConnection: [Int: (connection: Int, sentAt: UInt64)] = [:]
-    /// Time from a stream's opening to its answer.
-    var latency = LatencyHistogram()
     /// Why a connection is closing, kept until it has closed.
     var closeErrors: [Int: any Error] = [:]
     /// Connections written to since the last flush.
@@ -88,11 +84,13 @@ final class HTTP2Driver: @unchecked Sendable {
     // MARK: - From the transport (any thread)
 
     /// Hands requests over; the caller has counted them in the gate.
-    func enqueue(_ items: [HTTP2Item], ledger: OutcomeLedger) {
+    func enqueue(_ items: consuming [HTTP2Item], ledger: OutcomeLedger) {
         queuedCount.add(items.count, ordering: .relaxed)
+        // Moved to the loop, not captured: the machine then moves each item into its queue.
+        let handoff = Handoff(items)
         loop.execute {
             self.ledger = ledger
-            self.machine.enqueue(items, now: self.now)
+            self.machine.enqueue(handoff.take(), now: self.now)
             self.step()
         }
     }
@@ -210,10 +208,9 @@ final class HTTP2Driver: @unchecked Sendable {
                 machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
                 return
             }
-            streamConnection[stream] = (c, NIODeadline.now().uptimeNanoseconds)
             flushLater(handler)
-        case .cancel(let stream):
-            guard let c = streamConnection.removeValue(forKey: stream)?.connection, let handler = connections[c] else { return }
+        case .cancel(let c, let stream):
+            guard let handler = connections[c] else { return }
             handler.cancel(stream: stream)
             flushLater(handler)
         case .ping(let c):
@@ -300,16 +297,12 @@ final class HTTP2Driver: @unchecked Sendable {
 
     func answered(_ stream: Int, _ response: APNsResponse) {
         trace("answer \(stream): \(response.status) \(response.reason ?? "")")
-        if let sent = streamConnection.removeValue(forKey: stream) {
-            latency.record(nanoseconds: NIODeadline.now().uptimeNanoseconds &- sent.sentAt)
-        }
         machine.answered(stream, response, now: now)
         requestStep()
     }
 
     func streamFailed(_ stream: Int, unprocessed: Bool, reason: String) {
         trace("stream \(stream) failed: \(reason)")
-        streamConnection[stream] = nil
         machine.streamFailed(stream, unprocessed: unprocessed, reason: reason, now: now)
         requestStep()
     }

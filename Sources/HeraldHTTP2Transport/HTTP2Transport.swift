@@ -114,7 +114,7 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
     public func latencyPercentiles() async -> (p50: Double, p90: Double, p99: Double, max: Double) {
         var h = LatencyHistogram()
         for d in drivers {
-            if let part = try? await d.loop.submit({ d.latency }).get() { h.add(part) }
+            if let part = try? await d.loop.submit({ d.machine.latency }).get() { h.add(part) }
         }
         return (h.percentileMilliseconds(0.5), h.percentileMilliseconds(0.9), h.percentileMilliseconds(0.99), Double(h.maxNanoseconds) / 1_000_000)
     }

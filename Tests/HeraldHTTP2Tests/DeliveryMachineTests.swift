@@ -105,7 +105,7 @@ struct HTTP2DeliveryMachineTests {
         #expect(s[0].authorization == nil)
         m.timer(now: t0 + m.policy.requestTimeout)
         let actions = m.takeActions()
-        #expect(actions.first == .cancel(stream: s[0].stream) && actions.count == 2)
+        #expect(actions.first == .cancel(connection: s[0].connection, stream: s[0].stream) && actions.count == 2)
         #expect(m.statistics.timeouts == 1 && m.statistics.resentUnanswered == 1)
     }
 

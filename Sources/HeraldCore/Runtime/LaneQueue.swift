@@ -27,8 +27,15 @@ public struct LaneQueue<Element: LaneCarrying> {
     @inlinable public var isEmpty: Bool { fastLane.isEmpty && bulkLane.isEmpty }
     @inlinable public var count: Int { fastLane.count + bulkLane.count }
 
-    @inlinable public mutating func append(_ item: Element) {
+    @inlinable public mutating func append(_ item: consuming Element) {
         if item.lane == .fast { fastLane.append(item) } else { bulkLane.append(item) }
+    }
+
+    /// `items` in order, moved in: taken off the array's end (after reversing it in place), so
+    /// no element is copied and released again, as iterating the array would.
+    @inlinable public mutating func append(moving items: consuming [Element]) {
+        items.reverse()
+        while let item = items.popLast() { append(item) }
     }
 
     @inlinable public mutating func append(contentsOf items: some Sequence<Element>) {

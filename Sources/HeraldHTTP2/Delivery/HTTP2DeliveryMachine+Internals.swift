@@ -22,11 +22,10 @@ extension HTTP2DeliveryMachine {
                 actions.append(.connect(lastConnection))
                 continue
             }
-            // Fields, not a copy of the connection: a copy would share `open`, and the
-            // first insert below would then copy the whole set.
+            // Fields, not a copy of the connection.
             guard slots[s].connection!.ready else { continue }
             let connID = slots[s].connection!.id
-            var room = slots[s].connection!.maxStreams - slots[s].connection!.open.count
+            var room = slots[s].connection!.maxStreams - slots[s].connection!.openCount
             while room > 0, let item = bulkStreams.allows(bulkInFlight: bulkInFlight) ? queue.popFirst() : queue.popFast() {
                 var authorization: String?
                 if let tokens {
@@ -40,7 +39,7 @@ extension HTTP2DeliveryMachine {
                 statistics.streams += 1
                 sendOrder.append(lastStream)
                 if item.lane == .bulk { bulkInFlight += 1 }
-                slots[s].connection!.open.insert(lastStream)
+                slots[s].connection!.openCount += 1
                 slots[s].connection!.lastActivity = now
                 actions.append(.send(connection: connID, stream: lastStream, request: item.request, authorization: authorization))
                 // The item's last use: moved into its entry, not copied.
@@ -62,11 +61,11 @@ extension HTTP2DeliveryMachine {
         guard let f = takeInFlight(stream) else { return nil }
         trimSendOrder()
         if let s = slot(of: f.connection) {
-            slots[s].connection!.open.remove(stream)
+            slots[s].connection!.openCount -= 1
             slots[s].connection!.lastActivity = now
         } else if retiring[f.connection] != nil {
-            retiring[f.connection]!.open.remove(stream)
-            if retiring[f.connection]!.open.isEmpty {
+            retiring[f.connection]!.openCount -= 1
+            if retiring[f.connection]!.openCount == 0 {
                 retiring[f.connection] = nil
                 actions.append(.close(f.connection))
             }
@@ -80,11 +79,12 @@ extension HTTP2DeliveryMachine {
         guard let conn = slots[s].connection else { return }
         slots[s].connection = nil
         slots[s].retryAt = now
-        if conn.open.isEmpty { actions.append(.close(conn.id)) } else { retiring[conn.id] = conn }
+        if conn.openCount == 0 { actions.append(.close(conn.id)) } else { retiring[conn.id] = conn }
     }
 
     mutating func resendOpenStreams(of conn: Connection, now: Duration) {
-        for stream in conn.open.sorted() {
+        let open = conn.openCount == 0 ? [] : inFlight.compactMap { $0.value.connection == conn.id ? $0.key : nil }.sorted()
+        for stream in open {
             guard var f = takeInFlight(stream) else { continue }
             resendUnanswered(&f.item, unprocessed: false, why: "the connection ended before an answer", now: now)
         }

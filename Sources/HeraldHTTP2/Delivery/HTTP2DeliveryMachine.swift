@@ -10,7 +10,7 @@ import HeraldCore
 /// - perform ``takeActions()`` in order: ``Action/connect(_:)`` opens connection
 ///   *n* (report ``connected(_:maxStreams:now:)`` once HTTP/2 is up, or
 ///   ``closed(_:reason:now:)``); ``Action/send(connection:stream:request:authorization:)``
-///   opens a stream; ``Action/cancel(stream:)`` resets one; ``Action/ping(_:)``;
+///   opens a stream; ``Action/cancel(connection:stream:)`` resets one; ``Action/ping(_:)``;
 ///   ``Action/close(_:)``;
 /// - report each stream's end: ``answered(_:_:now:)`` with APNs' answer, or
 ///   ``streamFailed(_:unprocessed:reason:now:)`` (`unprocessed`: GOAWAY above
@@ -33,7 +33,7 @@ public struct HTTP2DeliveryMachine: Sendable {
     public enum Action: Sendable, Hashable {
         case connect(Int)
         case send(connection: Int, stream: Int, request: APNsRequest, authorization: String?)
-        case cancel(stream: Int)
+        case cancel(connection: Int, stream: Int)
         case ping(Int)
         case close(Int)
     }
@@ -51,7 +51,9 @@ public struct HTTP2DeliveryMachine: Sendable {
         var ready = false
             var since: Duration
         var maxStreams = 1
-        var open: Set<Int> = []
+        /// Streams open on it. Which ones is in ``inFlight`` (their `connection`), searched only when
+        /// the connection ends: a set kept here cost a hash insert and removal on every request.
+        var openCount = 0
         var lastActivity: Duration
         var pingSentAt: Duration?
     }
@@ -106,6 +108,8 @@ public struct HTTP2DeliveryMachine: Sendable {
     var notices: [String] = []
     var drainDeadline: Duration?
     public internal(set) var statistics = HTTP2Statistics()
+    /// Time from each answered stream's opening to its answer.
+    package internal(set) var latency = LatencyHistogram()
 
     public init(policy: HTTP2DeliveryPolicy = HTTP2DeliveryPolicy(), tokens: ProviderTokens? = nil, seed: UInt64 = 0) {
         self.init(policy: policy, sharedTokens: tokens.map(SharedProviderTokens.init), seed: seed)
@@ -122,12 +126,12 @@ public struct HTTP2DeliveryMachine: Sendable {
 
     // MARK: events
 
-    public mutating func enqueue(_ items: [HTTP2Item], now: Duration) {
+    public mutating func enqueue(_ items: consuming [HTTP2Item], now: Duration) {
         if let failure {
             outcomes += items.map { $0.record(.failed(failure)) }
             return
         }
-        queue.append(contentsOf: items)
+        queue.append(moving: items)
         if outageSince == nil && !slots.contains(where: { $0.connection?.ready == true }) { outageSince = now }
         pump(now: now)
     }
@@ -241,7 +245,7 @@ public struct HTTP2DeliveryMachine: Sendable {
             guard let f = inFlight[stream] else { continue }
             if f.deadline > now { break }
             statistics.timeouts += 1
-            actions.append(.cancel(stream: stream))
+            actions.append(.cancel(connection: f.connection, stream: stream))
             streamFailed(stream, unprocessed: false, reason: "no answer in \(policy.requestTimeout)", now: now)
         }
         trimSendOrder()
@@ -253,7 +257,7 @@ public struct HTTP2DeliveryMachine: Sendable {
             } else if let sent = conn.pingSentAt, now - sent >= policy.pingTimeout {
                 actions.append(.close(conn.id))
                 closed(conn.id, reason: .transient("PING unanswered for \(policy.pingTimeout)"), now: now)
-            } else if conn.ready && conn.open.isEmpty && conn.pingSentAt == nil && now - conn.lastActivity >= policy.idlePing {
+            } else if conn.ready && conn.openCount == 0 && conn.pingSentAt == nil && now - conn.lastActivity >= policy.idlePing {
                 slots[s].connection!.pingSentAt = now
                 statistics.pings += 1
                 actions.append(.ping(conn.id))
@@ -275,14 +279,14 @@ public struct HTTP2DeliveryMachine: Sendable {
     /// Gives up on everything at once: queued, delayed and in flight.
     public mutating func abandon(_ reason: OutcomeReason, now: Duration) {
         for (stream, f) in inFlight.sorted(by: { $0.key < $1.key }) {
-            actions.append(.cancel(stream: stream))
+            actions.append(.cancel(connection: f.connection, stream: stream))
             outcomes.append(f.item.record(.failed(reason)))
         }
         inFlight.removeAll()
         bulkInFlight = 0
         sendOrder.removeAll()
-        for s in slots.indices { slots[s].connection?.open.removeAll() }
-        for c in retiring.keys { retiring[c]!.open.removeAll() }
+        for s in slots.indices { slots[s].connection?.openCount = 0 }
+        for c in retiring.keys { retiring[c]!.openCount = 0 }
         failWaiting(reason)
     }
 
@@ -305,7 +309,7 @@ public struct HTTP2DeliveryMachine: Sendable {
             if let c = slot.connection {
                 if !c.ready { d.append(c.since + policy.connectTimeout) }
                 else if let p = c.pingSentAt { d.append(p + policy.pingTimeout) }
-                else if c.open.isEmpty { d.append(c.lastActivity + policy.idlePing) }
+                else if c.openCount == 0 { d.append(c.lastActivity + policy.idlePing) }
             } else if !queue.isEmpty {
                 d.append(slot.retryAt)
             }

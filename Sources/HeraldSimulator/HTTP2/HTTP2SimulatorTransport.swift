@@ -121,7 +121,7 @@ public actor HTTP2SimulatorTransport: Transport, TransportReporting, WireDescrib
                     schedule(.goAway(c), after: latency / 2)
                 }
                 schedule(.reply(stream: stream, reply), after: latency)
-            case .cancel(let stream): cancelled.insert(stream)
+            case .cancel(_, let stream): cancelled.insert(stream)
             case .ping(let c): schedule(.pong(c), after: latency)
             case .close(let c): closed.insert(c)
             }
