@@ -5,8 +5,7 @@ extension HTTP2DeliveryMachine {
     public mutating func answered(_ stream: Int, _ response: APNsResponse, now: Duration) {
         guard let f = endStream(stream, now: now) else { return }
         bulkStreams.answered(sentAt: f.sentAt, now: now, bulkInFlight: bulkInFlight)
-        let waited = (now - f.sentAt).components
-        latency.record(nanoseconds: UInt64(clamping: waited.seconds * 1_000_000_000 + waited.attoseconds / 1_000_000_000))
+        latency.record(nanoseconds: UInt64(clamping: (now - f.sentAt).inNanoseconds))
         let status = Status(http: response.status, reason: response.reason)
         // An answer that ends the request reads its item where it lies; only a retry takes a copy, to change.
         switch response.disposition {

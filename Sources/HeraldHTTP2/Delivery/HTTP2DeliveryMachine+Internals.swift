@@ -22,7 +22,6 @@ extension HTTP2DeliveryMachine {
                 actions.append(.connect(lastConnection))
                 continue
             }
-            // Fields, not a copy of the connection.
             guard slots[s].connection!.ready else { continue }
             let connID = slots[s].connection!.id
             var room = slots[s].connection!.maxStreams - slots[s].connection!.openCount
