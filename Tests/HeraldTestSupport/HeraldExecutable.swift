@@ -13,13 +13,16 @@ public func heraldExecutable() throws -> URL {
 
 /// One of the package's executables (`herald`, `herald-strings`), built next to the tests: the
 /// debug build, or with `HERALD_TEST_EXECUTABLES=release` the release build (`.ci/run` runs the
-/// tests bounding a worker's pauses against the build operators run).
+/// tests bounding a worker's pauses against the build operators run), or with a folder there
+/// (a path with a `/`), that folder's (`.ci/run` builds release in a scratch folder of its own).
 public func builtExecutable(_ name: String) throws -> URL {
     let root = repositoryRoot()
     var candidates = [".build/debug/\(name)", ".build/release/\(name)"]
-    if ProcessInfo.processInfo.environment["HERALD_TEST_EXECUTABLES"] == "release" { candidates.reverse() }
+    let chosen = ProcessInfo.processInfo.environment["HERALD_TEST_EXECUTABLES"] ?? "debug"
+    if chosen == "release" { candidates.reverse() }
+    if chosen.contains("/") { candidates.insert((chosen as NSString).appendingPathComponent(name), at: 0) }
     for candidate in candidates {
-        let url = root.appendingPathComponent(candidate)
+        let url = candidate.hasPrefix("/") ? URL(fileURLWithPath: candidate) : root.appendingPathComponent(candidate)
         if FileManager.default.isExecutableFile(atPath: url.path) { return url }
     }
     throw HeraldExecutableMissing(root: root.path, name: name)
