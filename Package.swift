@@ -280,6 +280,19 @@ let package = Package(
         // The tool behind the two plugins below: catalogs to typed keys, worst-case payload sizes (issue 11).
         // Only the catalog and payload modules, so that packages using the plugins build little.
         .executableTarget(name: "herald-strings", dependencies: ["HeraldJSON", "HeraldCore", "HeraldLocalization", "HeraldPayload"]),
+        // examples/ShopNotifier's app, built here too (a package of its own for its readers,
+        // examples/ShopNotifier/Package.swift): `ExampleAppTests` runs this build of it, so CI
+        // compiles Hummingbird and HeraldClient's dependencies once, not again in a nested build.
+        .executableTarget(
+            name: "ShopNotifierExample",
+            dependencies: [
+                "HeraldClient",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "examples/ShopNotifier/Sources/ShopNotifier"
+        ),
         // Build-tool plugin: a target's .strings/.xcstrings become typed keys; a bad catalog fails the build.
         .plugin(name: "HeraldStringsPlugin", capability: .buildTool(), dependencies: ["herald-strings"]),
         // `swift package herald-check`: each notification template's worst-case payload size, per language.
