@@ -100,7 +100,7 @@ extension CrashMatrixTests {
         #expect(logs.contains("too many clients") || logs.contains("connection slots"), "worker logs: \(logs.suffix(1500))")
     }
 
-    @Test("1.5x sustained overload for five minutes against a rate-limited worker: the backlog grows as offered and is drained; leases, cursor and dead tuples bounded throughout; after prune and autovacuum the space is reused")
+    @Test("1.5x sustained overload for three minutes (five with HERALD_LONG=1) against a rate-limited worker: the backlog grows as offered and is drained; leases, cursor and dead tuples bounded throughout; after prune and autovacuum the space is reused")
     func sustainedOverload() async throws {
         // A server of its own, autovacuum looking every 10 s (default 60): its statistics are this test's alone.
         let cluster = try PostgresCluster(extraOptions: "-c autovacuum_naptime=10s")
@@ -124,8 +124,10 @@ extension CrashMatrixTests {
             return Sample(seconds: seconds, backlog: backlog, dead: Dictionary(uniqueKeysWithValues: zip(tables, rows.map { $0[1] })),
                           bytes: Dictionary(uniqueKeysWithValues: zip(tables, rows.map { $0[0] })))
         }
+        // Three minutes in CI's run (the crash matrix is its longest group), five with HERALD_LONG=1.
+        let seconds = ProcessInfo.processInfo.environment["HERALD_LONG"] != nil ? 300 : 180
         var samples: [Sample] = []
-        for t in stride(from: 15, through: 300, by: 15) {
+        for t in stride(from: 15, through: seconds, by: 15) {
             try await Task.sleep(for: .seconds(15))
             samples.append(try await sample(t))
         }
@@ -164,7 +166,7 @@ extension CrashMatrixTests {
         print("sustained overload: every 15 s, backlog \(samples.map(\.backlog)); dead tuples (notifications/outcomes/leases/cursor) \(samples.map { s in tables.map { s.dead[$0, default: 0] } }); sizes \(samples.map { s in tables.map { mib(s.bytes[$0]!) } })")
         print("sustained overload: \(figures); drained: sizes \(tables.map { mib(drained.bytes[$0]!) }); pruned \(pruned) rows; after autovacuum: dead \(tables.map { afterVacuum.dead[$0, default: 0] }), sizes \(tables.map { mib(afterVacuum.bytes[$0]!) }); \(refilled) rows more: notifications' heap \(mib(heapBefore)) → \(mib(heapAfter)) (\(mib(drainedHeap)) for the overload's \(figures.rows))")
         // Offered 1.5x: the backlog grew by about a third of the offer (1,000 a second), steadily.
-        #expect(peak > 200_000 && samples.last!.backlog > samples[samples.count / 2].backlog, "backlog \(samples.map(\.backlog))")
+        #expect(peak > seconds * 2_000 / 3 && samples.last!.backlog > samples[samples.count / 2].backlog, "backlog \(samples.map(\.backlog))")
         // The leases and the cursor are rewritten by every claim: autovacuum keeps them small.
         for s in samples {
             #expect(s.bytes["herald_leases"]! < 2 << 20 && s.bytes["herald_cursor"]! < 1 << 20, "at \(s.seconds) s: \(s.bytes)")
