@@ -11,7 +11,7 @@ public func heraldExecutable() throws -> URL {
     try builtExecutable("herald")
 }
 
-/// One of the package's executables (`herald`, `herald-strings`), built next to the tests: the
+/// One of the package's executables (`herald`, `herald-strings`, `ShopNotifierExample`), built next to the tests: the
 /// debug build, or with `HERALD_TEST_EXECUTABLES=release` the release build (`.ci/run` runs the
 /// tests bounding a worker's pauses against the build operators run), or with a folder there
 /// (a path with a `/`), that folder's (`.ci/run` builds release in a scratch folder of its own).
