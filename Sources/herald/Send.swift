@@ -74,6 +74,9 @@ struct Send: AsyncParsableCommand {
             throw SetupError(problem)
         }
         let progress = InputProgress()
+        // Known before the first progress line, not only once the source has opened the file: on a
+        // loaded machine the reporter's first line can come first (CI printed one without a fraction).
+        if let size = LineReader.regularFileSize(atPath: input) { progress.total.store(size, ordering: .relaxed) }
         try await Self.deliver(
             JSONLinesSource(path: input, progress: progress), named: input, configuration: configuration, logger: logs.logger(),
             progress: quiet ? nil : progress, progressEvery: .milliseconds(Int64(max(0.05, progressEvery) * 1000)),
