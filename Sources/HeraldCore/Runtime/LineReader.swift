@@ -49,7 +49,7 @@ public struct LineReader: ~Copyable {
     }
 
     /// The size of the regular file at `path`; `nil` for `-`, anything else, or a path that cannot be read.
-    public static func regularFileSize(atPath path: String) -> Int? {
+    package static func regularFileSize(atPath path: String) -> Int? {
         var st = stat()
         guard path != "-", stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int(st.st_size)
