@@ -51,8 +51,13 @@ public struct LineReader: ~Copyable {
     /// The size of the regular file at `path`; `nil` for `-`, anything else, or a path that cannot be read.
     package static func regularFileSize(atPath path: String) -> Int? {
         var st = stat()
-        guard path != "-", stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int(st.st_size)
+        guard path != "-", stat(path, &st) == 0 else { return nil }
+        return regularFileSize(st)
+    }
+
+    /// The size `st` gives when it describes a regular file; `nil` otherwise.
+    static func regularFileSize(_ st: stat) -> Int? {
+        (st.st_mode & S_IFMT) == S_IFREG ? Int(st.st_size) : nil
     }
 
     public init(fd: Int32, ownsDescriptor: Bool, maximumLineLength: Int = 1 << 20) {
@@ -63,7 +68,7 @@ public struct LineReader: ~Copyable {
         var st = stat()
         let known = fstat(fd, &st) == 0
         mayBlock = known && (st.st_mode & S_IFMT) != S_IFREG
-        size = known && (st.st_mode & S_IFMT) == S_IFREG ? Int(st.st_size) : nil
+        size = known ? Self.regularFileSize(st) : nil
     }
 
     deinit {
