@@ -61,7 +61,8 @@ public struct InFlightWindow<Item> {
     public var inFlight: ArraySlice<Item> { items[head...] }
 
     /// Records `item` as written now and returns its identifier for this connection.
-    public mutating func append(_ item: Item) -> UInt32 {
+    @discardableResult
+    public mutating func append(_ item: consuming Item) -> UInt32 {
         let id = nextIdentifier
         items.append(item)
         nextIdentifier &+= 1
@@ -91,6 +92,19 @@ public struct InFlightWindow<Item> {
     }
 
     mutating func take(upTo end: Int) -> [Item] {
+        if head == 0 && end > 0 && items.count - end <= end {
+            // Most of the window from its start (a confirmation's common case: all but the
+            // probe that drew the answer): the array handed over and the few after `end` copied
+            // back, not the many copied out item by item (a retain of each item's references,
+            // then a release of the originals).
+            var rest: [Item] = []
+            rest.reserveCapacity(items.count)
+            rest.append(contentsOf: items[end...])
+            items.removeSubrange(end...)
+            swap(&rest, &items)
+            headIdentifier &+= UInt32(truncatingIfNeeded: end)
+            return rest
+        }
         let out = Array(items[head..<end])
         headIdentifier &+= UInt32(truncatingIfNeeded: end - head)
         head = end

@@ -33,18 +33,11 @@ extension JSONParser {
     package mutating func plainString() -> UnsafeRawBufferPointer? {
         skipWhitespace()
         guard i < end, base[i] == UInt8(ascii: "\"") else { return nil }
-        var k = i + 1
-        while k < end {
-            let c = base[k]
-            if c == UInt8(ascii: "\"") {
-                let s = UnsafeRawBufferPointer(rebasing: base[(i + 1)..<k])
-                i = k + 1
-                return s
-            }
-            if c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { return nil }
-            k += 1
-        }
-        return nil
+        let k = plainRunEnd(from: i + 1)
+        guard k < end, base[k] == UInt8(ascii: "\"") else { return nil }
+        let s = UnsafeRawBufferPointer(rebasing: base[(i + 1)..<k])
+        i = k + 1
+        return s
     }
 
     /// A string (escapes decoded, UTF-8 checked), or nil if the next value is

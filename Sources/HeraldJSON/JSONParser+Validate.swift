@@ -69,17 +69,11 @@ extension JSONParser {
     /// tight loop, escapes and UTF-8 through the full check.
     @inline(__always)
     mutating func skipStringTail() throws(JSONError) {
-        while i < end {
-            let c = base[i]
-            if c == UInt8(ascii: "\"") { i += 1; return }
-            if c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 {
-                var none: [UInt8] = []
-                try scanStringTail(build: false, into: &none)
-                return
-            }
-            i += 1
-        }
-        throw error("unterminated string")
+        i = plainRunEnd(from: i)
+        guard i < end else { throw error("unterminated string") }
+        if base[i] == UInt8(ascii: "\"") { i += 1; return }
+        var none: [UInt8] = []
+        try scanStringTail(build: false, into: &none)
     }
 }
 

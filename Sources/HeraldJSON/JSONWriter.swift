@@ -183,7 +183,12 @@ public struct FixedJSONWriter: JSONOutput {
 
     @inlinable @inline(__always) public mutating func put(_ raw: UnsafeRawBufferPointer) {
         guard written &+ raw.count <= capacity else { didOverflow = true; return }
-        if let src = raw.baseAddress { (base + written).initialize(from: src.assumingMemoryBound(to: UInt8.self), count: raw.count) }
+        if raw.count <= 16 {
+            // A key or a number: a few bytes copied here, where a call to memmove cost more.
+            for k in 0..<raw.count { base[written &+ k] = raw[k] }
+        } else if let src = raw.baseAddress {
+            (base + written).initialize(from: src.assumingMemoryBound(to: UInt8.self), count: raw.count)
+        }
         written &+= raw.count
     }
 }

@@ -39,7 +39,18 @@ public struct JSONLinesSource: NotificationSource {
                 continue
             }
             idle = 0
-            if let input = Self.classify(line, maximumLineLength: reader.maximumLineLength, decoder: decoder) { await Self.emit(input, to: sink) }
+            guard case .line(let n, let bytes) = line else {
+                if let input = Self.classify(line, maximumLineLength: reader.maximumLineLength, decoder: decoder) { await Self.emit(input, to: sink) }
+                continue
+            }
+            guard let bytes = RequestLine.content(line: n, bytes) else { continue }
+            // Decoded where it is to stay, in the batch being filled.
+            var invalid: InvalidLine?
+            let full = sink.append(line: n) { r in
+                invalid = Self.decode(bytes, line: n, decoder: decoder, into: &r)
+                return invalid == nil
+            }
+            if let invalid { await Self.emit(invalid.input, to: sink) } else if full == true { await sink.flush() }
         }
     }
 
@@ -163,17 +174,23 @@ public struct JSONLinesSource: NotificationSource {
             run.reserveCapacity(entries.count)
             text.withUnsafeBytes { all in
                 for e in entries {
-                    let line: LineReader.Line =
-                        e.start < 0 ? .tooLong(number: e.number) : .line(number: e.number, bytes: UnsafeRawBufferPointer(rebasing: all[e.start..<e.end]))
-                    switch JSONLinesSource.classify(line, maximumLineLength: maximumLineLength, decoder: decoder) {
-                    case nil: break
-                    case .request(let request, let n)?: run.append(Envelope(sequence: 0, line: n, request: request))
-                    case .invalid(let n, let reason, let id, let token)?:
+                    let n = e.number
+                    var invalid: InvalidLine?
+                    if e.start < 0 {
+                        invalid = JSONLinesSource.tooLong(line: n, maximumLineLength: maximumLineLength)
+                    } else {
+                        guard let bytes = RequestLine.content(line: n, UnsafeRawBufferPointer(rebasing: all[e.start..<e.end])) else { continue }
+                        // Decoded where it is to stay, in the run.
+                        run.append(Envelope(sequence: 0, line: n, request: .blank))
+                        invalid = JSONLinesSource.decode(bytes, line: n, decoder: decoder, into: &run[run.count - 1].request)
+                        if invalid != nil { run.removeLast() }
+                    }
+                    if let invalid {
                         if !run.isEmpty {
                             out.append(.envelopes(run))
                             run = []
                         }
-                        out.append(.invalid(line: n, reason: reason, id: id, token: token))
+                        out.append(.invalid(line: n, reason: invalid.reason, id: invalid.id, token: invalid.token))
                     }
                 }
             }
@@ -206,19 +223,34 @@ public struct JSONLinesSource: NotificationSource {
         switch line {
         case .notReady: return nil
         case .tooLong(let n):
-            return .invalid(line: n, reason: "line longer than \(maximumLineLength) bytes", id: nil, token: nil)
+            return tooLong(line: n, maximumLineLength: maximumLineLength).input
         case .line(let n, let bytes):
             guard let bytes = RequestLine.content(line: n, bytes) else { return nil }
-            let decoded = RequestLine.decode(bytes, decoder: decoder)
-            switch consume decoded {
-            case .request(let request):
-                // A file holds nothing for later: a send-at to come is refused, not sent early.
-                if let at = request.sendAt, at > Duration.sinceEpochMilliseconds {
-                    return .invalid(line: n, reason: notScheduled, id: request.id, token: request.token)
-                }
-                return .request(request, line: n)
-            case .invalid(let reason, let id, let token): return .invalid(line: n, reason: reason, id: id, token: token)
-            }
+            var request = NotificationRequest.blank
+            if let invalid = decode(bytes, line: n, decoder: decoder, into: &request) { return invalid.input }
+            return .request(request, line: n)
         }
+    }
+
+    /// A line that is not a request to send: what ``LineInput/invalid(line:reason:id:token:)``
+    /// holds, on its own (a `LineInput?` holds a request's room, some 400 bytes written at each
+    /// assignment).
+    struct InvalidLine {
+        let line: Int, reason: String, id: UInt32?, token: DeviceToken?
+        var input: LineInput { .invalid(line: line, reason: reason, id: id, token: token) }
+    }
+
+    static func tooLong(line n: Int, maximumLineLength: Int) -> InvalidLine {
+        InvalidLine(line: n, reason: "line longer than \(maximumLineLength) bytes", id: nil, token: nil)
+    }
+
+    /// Line `n`'s text (``RequestLine/content(line:_:)``) decoded into `r`, a
+    /// ``NotificationRequest/blank`` request where it is to stay: nil when `r` holds a request
+    /// to send, else why not (`r` then part written, to be discarded).
+    static func decode(_ bytes: UnsafeRawBufferPointer, line n: Int, decoder: RequestDecoder, into r: inout NotificationRequest) -> InvalidLine? {
+        if let bad = RequestLine.decode(bytes, decoder: decoder, into: &r) { return InvalidLine(line: n, reason: bad.reason, id: bad.id, token: bad.token) }
+        // A file holds nothing for later: a send-at to come is refused, not sent early.
+        if let at = r.sendAt, at > Duration.sinceEpochMilliseconds { return InvalidLine(line: n, reason: notScheduled, id: r.id, token: r.token) }
+        return nil
     }
 }

@@ -156,17 +156,17 @@ public final class OutcomeWriter: OutcomeObserver {
     /// for 256 bytes a record (one bounds check a piece: a growing array's append a byte was
     /// half of writing outcome lines), or, if a record is longer, through a ``JSONWriter``.
     static func encode(_ records: [OutcomeRecord], lineKey: StaticString, into buffer: inout [UInt8]) {
-        func lines(to w: inout some JSONOutput) {
-            for i in records.indices {
-                records[i].writeJSON(to: &w, lineKey: lineKey)
-                w.byte(0x0A)
-            }
-        }
+        // Each loop calls the encoder compiled for its writer (a generic loop would call the generic one).
         let capacity = records.count * 256 + 256
         var fitted = true
         let chunk = [UInt8](unsafeUninitializedCapacity: capacity) { out, count in
             var w = FixedJSONWriter(base: out.baseAddress!, capacity: capacity)
-            lines(to: &w)
+            records.withUnsafeBufferPointer { records in  // read in place: `records[i]` of an array is a copy
+                for i in records.indices {
+                    records[i].writeJSON(to: &w, lineKey: lineKey)
+                    w.byte(0x0A)
+                }
+            }
             fitted = !w.overflowed
             count = fitted ? w.count : 0
         }
@@ -176,7 +176,10 @@ public final class OutcomeWriter: OutcomeObserver {
         }
         var w = JSONWriter(capacity: 0)
         swap(&w.bytes, &buffer)
-        lines(to: &w)
+        for i in records.indices {
+            records[i].writeJSON(to: &w, lineKey: lineKey)
+            w.byte(0x0A)
+        }
         swap(&w.bytes, &buffer)
     }
 

@@ -103,26 +103,23 @@ public struct APSPayloadBuilder: PayloadBuilder {
         return nil
     }
 
-    /// Writes a validated structured request.
+    /// Writes a validated structured request (its fields read in place: a copy of `aps` took a
+    /// retain and a release of each of its references).
     static func write<W: JSONOutput>(_ request: NotificationRequest, into w: inout W) {
-        let aps = request.aps
         w.raw("{\"aps\":{")
         var first = true
-        if let alert = aps.alert {
+        if case .some = request.aps.alert {
             first = false
             w.raw("\"alert\":")
-            if alert.isBodyOnly, let body = alert.body {
-                w.string(body)
-            } else {
-                writeAlert(alert, into: &w)
-            }
+            // Read in place (a method through `?.`): a bound copy cost a retain and a release of each text.
+            request.aps.alert?.writePayloadValue(into: &w)
         }
-        if let badge = aps.badge {
+        if let badge = request.aps.badge {
             w.separator(&first)
             w.raw("\"badge\":")
             w.int(badge)
         }
-        if let sound = aps.sound {
+        if let sound = request.aps.sound {
             w.separator(&first)
             w.raw("\"sound\":")
             switch sound {
@@ -137,23 +134,23 @@ public struct APSPayloadBuilder: PayloadBuilder {
                 w.byte(UInt8(ascii: "}"))
             }
         }
-        if let s = aps.threadID { w.separator(&first); w.raw("\"thread-id\":"); w.string(s) }
-        if let s = aps.category { w.separator(&first); w.raw("\"category\":"); w.string(s) }
-        if aps.contentAvailable { w.separator(&first); w.raw("\"content-available\":1") }
-        if aps.mutableContent { w.separator(&first); w.raw("\"mutable-content\":1") }
-        if let s = aps.targetContentID { w.separator(&first); w.raw("\"target-content-id\":"); w.string(s) }
-        if let s = aps.interruptionLevel { w.separator(&first); w.raw("\"interruption-level\":"); w.string(s) }
-        if let d = aps.relevanceScore { w.separator(&first); w.raw("\"relevance-score\":"); w.number(JSONNumber(d)!) }
-        if let s = aps.filterCriteria { w.separator(&first); w.raw("\"filter-criteria\":"); w.string(s) }
-        if let n = aps.timestamp { w.separator(&first); w.raw("\"timestamp\":"); w.int(n) }
-        if let s = aps.event { w.separator(&first); w.raw("\"event\":"); w.string(s) }
-        if let v = aps.contentState { w.separator(&first); w.raw("\"content-state\":"); w.value(v) }
-        if let n = aps.staleDate { w.separator(&first); w.raw("\"stale-date\":"); w.int(n) }
-        if let n = aps.dismissalDate { w.separator(&first); w.raw("\"dismissal-date\":"); w.int(n) }
-        if let s = aps.attributesType { w.separator(&first); w.raw("\"attributes-type\":"); w.string(s) }
-        if let v = aps.attributes { w.separator(&first); w.raw("\"attributes\":"); w.value(v) }
-        if aps.inputPushToken { w.separator(&first); w.raw("\"input-push-token\":1") }
-        if let s = aps.inputPushChannel { w.separator(&first); w.raw("\"input-push-channel\":"); w.string(s) }
+        if let s = request.aps.threadID { w.separator(&first); w.raw("\"thread-id\":"); w.string(s) }
+        if let s = request.aps.category { w.separator(&first); w.raw("\"category\":"); w.string(s) }
+        if request.aps.contentAvailable { w.separator(&first); w.raw("\"content-available\":1") }
+        if request.aps.mutableContent { w.separator(&first); w.raw("\"mutable-content\":1") }
+        if let s = request.aps.targetContentID { w.separator(&first); w.raw("\"target-content-id\":"); w.string(s) }
+        if let s = request.aps.interruptionLevel { w.separator(&first); w.raw("\"interruption-level\":"); w.string(s) }
+        if let d = request.aps.relevanceScore { w.separator(&first); w.raw("\"relevance-score\":"); w.number(JSONNumber(d)!) }
+        if let s = request.aps.filterCriteria { w.separator(&first); w.raw("\"filter-criteria\":"); w.string(s) }
+        if let n = request.aps.timestamp { w.separator(&first); w.raw("\"timestamp\":"); w.int(n) }
+        if let s = request.aps.event { w.separator(&first); w.raw("\"event\":"); w.string(s) }
+        if let v = request.aps.contentState { w.separator(&first); w.raw("\"content-state\":"); w.value(v) }
+        if let n = request.aps.staleDate { w.separator(&first); w.raw("\"stale-date\":"); w.int(n) }
+        if let n = request.aps.dismissalDate { w.separator(&first); w.raw("\"dismissal-date\":"); w.int(n) }
+        if let s = request.aps.attributesType { w.separator(&first); w.raw("\"attributes-type\":"); w.string(s) }
+        if let v = request.aps.attributes { w.separator(&first); w.raw("\"attributes\":"); w.value(v) }
+        if request.aps.inputPushToken { w.separator(&first); w.raw("\"input-push-token\":1") }
+        if let s = request.aps.inputPushChannel { w.separator(&first); w.raw("\"input-push-channel\":"); w.string(s) }
         w.byte(UInt8(ascii: "}"))
         for (k, v) in request.custom {
             w.byte(UInt8(ascii: ","))
@@ -184,6 +181,14 @@ public struct APSPayloadBuilder: PayloadBuilder {
         if let s = alert.locKey { w.separator(&first); w.raw("\"loc-key\":"); w.string(s) }
         if let a = alert.locArgs { w.separator(&first); w.raw("\"loc-args\":"); w.strings(a) }
         w.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension Alert {
+    /// The alert's payload value: its body alone as a string (it saves bytes and gets the
+    /// default buttons, as the payload guides advise), else the dictionary.
+    fileprivate func writePayloadValue<W: JSONOutput>(into w: inout W) {
+        if isBodyOnly, let body { w.string(body) } else { APSPayloadBuilder.writeAlert(self, into: &w) }
     }
 }
 

@@ -87,6 +87,14 @@ struct RequestDecoderDirectTests {
             case (.failure(let a), .failure(let b)): #expect(a == b, "\(text)")
             default: Issue.record("decode(line:) and the tree disagree on \(text): \(both) / \(tree)")
             }
+            // In place, into a blank request (as sources decode into the batch they fill): the same.
+            var placed = NotificationRequest.blank
+            let inPlace = Result { () throws(RequestError) in try decoder.decode(line: raw, into: &placed) }
+            switch (inPlace, tree) {
+            case (.success, .success(let b)): #expect(placed == b, "\(text)")
+            case (.failure(let a), .failure(let b)): #expect(a == b, "\(text)")
+            default: Issue.record("decode(line:into:) and the tree disagree on \(text): \(inPlace) / \(tree)")
+            }
         }
     }
 

@@ -8,8 +8,9 @@ extension DeliveryMachine {
         if response.status == .shutdown { statistics.shutdowns += 1 }
         let r = window.resolve(response)
         var acceptedCount = 0
-        for item in r.accepted where !item.isProbe {
-            outcomes.append(item.record(.accepted))
+        outcomes.reserveCapacity(outcomes.count + r.accepted.count)
+        for i in r.accepted.indices where !r.accepted[i].isProbe {  // read in place, not copied
+            outcomes.append(r.accepted[i].record(.accepted))
             acceptedCount += 1
         }
         var confirmed = acceptedCount > 0

@@ -311,7 +311,10 @@ public struct DeliveryMachine: Sendable {
                 budget = b - 1
                 suspects -= 1
             }
-            sink.appendFrame(item.frame, identifier: window.append(item), at: item.identifierOffset)
+            // Written, then moved into the window (read after it went in, it was copied: a
+            // retain and a release of its frame).
+            sink.appendFrame(item.frame, identifier: window.nextIdentifier, at: item.identifierOffset)
+            window.append(consume item)
             if windowOpenedAt == nil { windowOpenedAt = now }
         }
         if sink.count > start {

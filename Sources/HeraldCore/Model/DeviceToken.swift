@@ -33,6 +33,9 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         return h
     }
 
+    /// The empty token (no bytes): a broadcast's, or a request's before it is decoded.
+    package init() {}
+
     /// Creates a token from its bytes.
     public init<C: Collection>(bytes: C) where C.Element == UInt8 {
         count = bytes.count

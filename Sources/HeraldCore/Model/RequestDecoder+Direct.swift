@@ -70,9 +70,23 @@ extension RequestDecoder {
 
     /// The request, or nil when the line is not of a shape this path reads.
     package func decodeDirect(_ line: UnsafeRawBufferPointer) -> NotificationRequest? {
+        var r = NotificationRequest.blank
+        return decodeDirect(line, into: &r) ? r : nil
+    }
+
+    /// Decodes the line into `r`, a ``NotificationRequest/blank`` request (built where it is to
+    /// stay, such as an envelope in a batch: a request returned is moved and copied on its way
+    /// there, some 350 bytes and a retain and release of each reference, a fifth of what
+    /// decoding cost); false when the line is not of a shape this path reads, `r` then part
+    /// written, to be discarded.
+    package func decodeDirect(_ line: UnsafeRawBufferPointer, into r: inout NotificationRequest) -> Bool {
+        decodeDirectFields(line, &r) != nil
+    }
+
+    /// ``decodeDirect(_:into:)``, nil for false (so `guard` can leave early).
+    private func decodeDirectFields(_ line: UnsafeRawBufferPointer, _ r: inout NotificationRequest) -> Void? {
         var p = JSONParser(fields: line)
         guard p.consume(UInt8(ascii: "{")) else { return nil }
-        var r = NotificationRequest(token: DeviceToken(copying: UnsafeRawBufferPointer(start: nil, count: 0)))
         var seen: UInt32 = 0
         var enqueuedAt: Int64?
         repeat {
@@ -131,8 +145,9 @@ extension RequestDecoder {
                 enqueuedAt = Int64(n)
             case .alert:
                 if p.peek() == UInt8(ascii: "{") {
-                    guard let alert = Self.directAlert(&p) else { return nil }
-                    r.aps.alert = alert
+                    var alert = Alert()
+                    guard Self.directAlert(&p, into: &alert) else { return nil }
+                    r.aps.alert = consume alert
                 } else {
                     guard let s = p.string() else { return nil }
                     r.aps.alert = Alert(body: s)
@@ -145,7 +160,7 @@ extension RequestDecoder {
             guard r.trace != nil else { return nil }
             r.trace?.enqueuedAt = enqueuedAt
         }
-        return r
+        return ()
     }
 
     /// An object's next key and its `:`, if it is one `make` knows and not in `seen` (then
@@ -165,24 +180,24 @@ extension RequestDecoder {
         return n == 1
     }
 
-    /// An alert object of texts and localization keys.
-    static func directAlert(_ p: inout JSONParser) -> Alert? {
-        guard p.consume(UInt8(ascii: "{")) else { return nil }
-        var alert = Alert()
-        if p.consume(UInt8(ascii: "}")) { return alert }
+    /// An alert object of texts and localization keys, read into `alert` (an empty one, in
+    /// place); false when it is not of a shape this path reads.
+    static func directAlert(_ p: inout JSONParser, into alert: inout Alert) -> Bool {
+        guard p.consume(UInt8(ascii: "{")) else { return false }
+        if p.consume(UInt8(ascii: "}")) { return true }
         var seen: UInt32 = 0
         repeat {
-            guard let key = directKey(&p, &seen, DirectAlertKey.init) else { return nil }
+            guard let key = directKey(&p, &seen, DirectAlertKey.init) else { return false }
             switch key {
             case .locArgs, .titleLocArgs, .subtitleLocArgs:
-                guard let args = directStrings(&p) else { return nil }
+                guard let args = directStrings(&p) else { return false }
                 switch key {
                 case .locArgs: alert.locArgs = args
                 case .titleLocArgs: alert.titleLocArgs = args
                 default: alert.subtitleLocArgs = args
                 }
             default:
-                guard let s = p.string() else { return nil }
+                guard let s = p.string() else { return false }
                 switch key {
                 case .title: alert.title = s
                 case .subtitle: alert.subtitle = s
@@ -194,8 +209,7 @@ extension RequestDecoder {
                 }
             }
         } while p.consume(UInt8(ascii: ","))
-        guard p.consume(UInt8(ascii: "}")) else { return nil }
-        return alert
+        return p.consume(UInt8(ascii: "}"))
     }
 
     /// An array of strings.

@@ -16,6 +16,13 @@ public struct RequestDecoder: Sendable {
         return try decodeTree(line: line)
     }
 
+    /// ``decode(line:)`` into `r`, a ``NotificationRequest/blank`` request where it is to stay
+    /// (``decodeDirect(_:into:)``); after an error `r` is part written, to be discarded.
+    package func decode(line: UnsafeRawBufferPointer, into r: inout NotificationRequest) throws(RequestError) {
+        if decodeDirect(line, into: &r) { return }
+        r = try decodeTree(line: line)
+    }
+
     /// Decodes one line's bytes through the parsed ``JSONValue`` tree: every
     /// shape, and the error for any line that is not a request.
     package func decodeTree(line: UnsafeRawBufferPointer) throws(RequestError) -> NotificationRequest {

@@ -33,6 +33,19 @@ package enum RequestLine {
         }
     }
 
+    /// ``decode(_:decoder:)`` into `r`, a ``NotificationRequest/blank`` request where it is to
+    /// stay (an envelope in a batch): nil when `r` holds the request, else what is wrong with
+    /// the line (`r` then part written, to be discarded).
+    package static func decode(_ bytes: UnsafeRawBufferPointer, decoder: RequestDecoder, into r: inout NotificationRequest) -> (reason: String, id: UInt32?, token: DeviceToken?)? {
+        do {
+            try decoder.decode(line: bytes, into: &r)
+            return nil
+        } catch {
+            let hint = salvage(bytes)
+            return (error.message, hint.id, hint.token)
+        }
+    }
+
     /// The id and token of a line that failed to decode, if they can be read, so the outcome can name them.
     static func salvage(_ bytes: UnsafeRawBufferPointer) -> (id: UInt32?, token: DeviceToken?) {
         guard case .object(let o)? = try? JSONParser.parse(bytes) else { return (nil, nil) }

@@ -72,6 +72,21 @@ public final class SourceSink {
         return pending.count >= batchSize
     }
 
+    /// Builds the next request in place, in the batch being filled: `fill` writes it into a
+    /// ``NotificationRequest/blank`` request inside its envelope (a request decoded elsewhere
+    /// and handed in is moved and copied on its way, some 350 bytes and a retain and release
+    /// of each of its references). When `fill` returns false the envelope is taken back,
+    /// unnumbered, and this returns nil; else whether the batch is full (then ``flush()``).
+    package func append(line: Int?, building fill: (inout NotificationRequest) -> Bool) -> Bool? {
+        pending.append(Envelope(sequence: nextSequence, line: line, request: .blank))
+        guard fill(&pending[pending.count - 1].request) else {
+            pending.removeLast()
+            return nil
+        }
+        nextSequence += 1
+        return pending.count >= batchSize
+    }
+
     /// Emits one request under a number its source gave it (``RequestQueue`` numbers requests as
     /// they are queued, and emits them lane by lane): numbers must be unique within the run, and
     /// a source emits either this way or the other, never both.
