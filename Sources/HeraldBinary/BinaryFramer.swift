@@ -16,18 +16,18 @@ public struct BinaryFramer: Framer {
     public init(format: NotificationFormat = .frame) { self.format = format }
 
     public func frame(_ envelope: Envelope) throws(StageFailure) -> Frame {
-        let request = envelope.request
-        if request.isBroadcast {
+        // The request read in place: a copy of it cost a retain and a release of each of its references.
+        if envelope.request.isBroadcast {
             throw StageFailure("a broadcast push (\"channel-id\") needs an http2 transport: the binary interface sends to devices only")
         }
-        guard request.token.count > 0 else { throw StageFailure("missing device token") }
+        guard envelope.request.token.count > 0 else { throw StageFailure("missing device token") }
         // The gateway answers any other size with status 5 and a closed connection: drop it here instead.
-        guard request.token.count == DeviceToken.standardLength else {
-            throw StageFailure("device token of \(request.token.count) bytes; the binary interface takes \(DeviceToken.standardLength)")
+        guard envelope.request.token.count == DeviceToken.standardLength else {
+            throw StageFailure("device token of \(envelope.request.token.count) bytes; the binary interface takes \(DeviceToken.standardLength)")
         }
-        let id = request.id ?? UInt32(truncatingIfNeeded: envelope.sequence)
+        let id = envelope.request.id ?? UInt32(truncatingIfNeeded: envelope.sequence)
         let priority: UInt8
-        if let p = request.priority {
+        if let p = envelope.request.priority {
             priority = p.rawValue
         } else {
             // Left open: 10, except for a background-only update, for which APNs refuses 10.
@@ -35,8 +35,8 @@ public struct BinaryFramer: Framer {
         }
         do {
             return try FrameEncoder.frame(
-                format, token: request.token, payload: envelope.payload,
-                identifier: id, expiry: request.expiry ?? 0, priority: priority)
+                format, token: envelope.request.token, payload: envelope.payload,
+                identifier: id, expiry: envelope.request.expiry ?? 0, priority: priority)
         } catch {
             throw StageFailure(error.message)
         }

@@ -65,14 +65,7 @@ public struct APSPayloadBuilder: PayloadBuilder {
     @inline(__always)
     static func capacityEstimate(_ r: NotificationRequest) -> Int {
         var n = 48
-        if let a = r.aps.alert {
-            n += 24
-            if let s = a.body { n += s.utf8.count + 10 }
-            if let s = a.title { n += s.utf8.count + 11 }
-            if let s = a.subtitle { n += s.utf8.count + 14 }
-            if let s = a.locKey { n += s.utf8.count + 24 }
-            if let args = a.locArgs { n += 16; for s in args { n += s.utf8.count + 3 } }
-        }
+        n += r.aps.alert?.payloadSizeEstimate ?? 0  // read in place (a method through `?.`), not copied
         if case .named(let s)? = r.aps.sound { n += s.utf8.count + 10 } else if r.aps.sound != nil { n += 64 }
         if let s = r.aps.category { n += s.utf8.count + 14 }
         if let s = r.aps.threadID { n += s.utf8.count + 14 }
@@ -185,6 +178,17 @@ public struct APSPayloadBuilder: PayloadBuilder {
 }
 
 extension Alert {
+    /// ``APSPayloadBuilder/capacityEstimate(_:)``'s share for the alert.
+    fileprivate var payloadSizeEstimate: Int {
+        var n = 24
+        if let s = body { n += s.utf8.count + 10 }
+        if let s = title { n += s.utf8.count + 11 }
+        if let s = subtitle { n += s.utf8.count + 14 }
+        if let s = locKey { n += s.utf8.count + 24 }
+        if let args = locArgs { n += 16; for s in args { n += s.utf8.count + 3 } }
+        return n
+    }
+
     /// The alert's payload value: its body alone as a string (it saves bytes and gets the
     /// default buttons, as the payload guides advise), else the dictionary.
     fileprivate func writePayloadValue<W: JSONOutput>(into w: inout W) {

@@ -30,17 +30,7 @@ public enum PayloadValidator {
         if let level = aps.interruptionLevel, !APSKey.interruptionLevels.contains(level) {
             throw StageFailure("\"\(context)interruption-level\" must be one of \(APSKey.interruptionLevels.joined(separator: ", ")), got \"\(level)\"")
         }
-        if let alert = aps.alert {
-            if alert.locArgs != nil && alert.locKey == nil {
-                throw StageFailure("\"\(context)alert.loc-args\" needs \"loc-key\"")
-            }
-            if alert.titleLocArgs != nil && alert.titleLocKey == nil {
-                throw StageFailure("\"\(context)alert.title-loc-args\" needs \"title-loc-key\"")
-            }
-            if alert.subtitleLocArgs != nil && alert.subtitleLocKey == nil {
-                throw StageFailure("\"\(context)alert.subtitle-loc-args\" needs \"subtitle-loc-key\"")
-            }
-        }
+        try aps.alert?.checkArgumentsHaveKeys(context: context)  // read in place (a method through `?.`), not copied
         try validateLiveActivity(aps, context: context)
     }
 
@@ -133,5 +123,20 @@ public enum PayloadValidator {
         }
         try validate(aps, context: "payload.aps.")
         return aps
+    }
+}
+
+extension Alert {
+    /// ``PayloadValidator/validate(_:context:)``'s check of the alert: arguments only with their key.
+    fileprivate func checkArgumentsHaveKeys(context: String) throws(StageFailure) {
+        if locArgs != nil && locKey == nil {
+            throw StageFailure("\"\(context)alert.loc-args\" needs \"loc-key\"")
+        }
+        if titleLocArgs != nil && titleLocKey == nil {
+            throw StageFailure("\"\(context)alert.title-loc-args\" needs \"title-loc-key\"")
+        }
+        if subtitleLocArgs != nil && subtitleLocKey == nil {
+            throw StageFailure("\"\(context)alert.subtitle-loc-args\" needs \"subtitle-loc-key\"")
+        }
     }
 }
