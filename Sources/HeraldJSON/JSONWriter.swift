@@ -9,9 +9,16 @@
 public protocol JSONOutput {
     mutating func byte(_ b: UInt8)
     mutating func put(_ raw: UnsafeRawBufferPointer)
+    /// Writes two lowercase hex digits a byte (hex needs no escaping).
+    mutating func hex(_ bytes: UnsafeRawBufferPointer)
 }
 
 extension JSONOutput {
+    /// ``hex(_:)``, a piece at a time through ``put(_:)``.
+    public mutating func hex(_ bytes: UnsafeRawBufferPointer) {
+        Hex.append(bytes, to: &self)
+    }
+
     @inlinable @inline(__always) public mutating func raw(_ s: StaticString) {
         put(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
@@ -179,6 +186,13 @@ public struct FixedJSONWriter: JSONOutput {
         guard written < capacity else { didOverflow = true; return }
         base[written] = b
         written &+= 1
+    }
+
+    /// ``JSONOutput/hex(_:)`` encoded straight into the buffer (a device token in each outcome line).
+    public mutating func hex(_ bytes: UnsafeRawBufferPointer) {
+        guard written &+ 2 &* bytes.count <= capacity else { didOverflow = true; return }
+        Hex.encode(bytes, into: base + written)
+        written &+= 2 &* bytes.count
     }
 
     @inlinable @inline(__always) public mutating func put(_ raw: UnsafeRawBufferPointer) {

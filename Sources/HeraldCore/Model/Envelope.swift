@@ -75,7 +75,7 @@ public struct OutcomeRecord: Sendable, Hashable {
     /// Sent more than once: an earlier send's answer was lost (a connection
     /// closed, a stream timed out, a queue's lease was taken over), so the
     /// device may have received it twice. The only notifications that may.
-    public var possibleDuplicate: Bool
+    public var possibleDuplicate = false
     /// The app it was for (``NotificationRequest/app``, or the one the `apps` section routed it to).
     public var app: String?
     /// HTTP/2's identifiers, one reference (nil on the binary interface), so records stay small.
@@ -103,16 +103,15 @@ public struct OutcomeRecord: Sendable, Hashable {
         apnsUniqueID: String? = nil, apnsUnregisteredAt: Int64? = nil, apnsChannelID: String? = nil, topic: String? = nil,
         app: String? = nil
     ) {
-        // Each field once, in order: a field set after the rest (`apns` under an `if`) had the
-        // whole record made and then copied.
+        self.app = app
         self.sequence = sequence
         self.line = line
         self.id = id
         self.token = token?.count == 0 ? nil : token  // a broadcast has no device
         self.outcome = outcome
-        self.possibleDuplicate = false
-        self.app = app
-        self.apns = apnsID.map { APNsIdentifiers(id: $0, uniqueID: apnsUniqueID, unregisteredAt: apnsUnregisteredAt, channelID: apnsChannelID, topic: topic) }
+        if let apnsID {
+            apns = APNsIdentifiers(id: apnsID, uniqueID: apnsUniqueID, unregisteredAt: apnsUnregisteredAt, channelID: apnsChannelID, topic: topic)
+        }
     }
 }
 

@@ -38,7 +38,7 @@ extension OutcomeRecord {
             // Hex straight into the writer (hex needs no escaping): no String made a record.
             w.key("token")
             w.byte(UInt8(ascii: "\""))
-            token.withUnsafeBytes { Hex.append($0, to: &w) }
+            token.withUnsafeBytes { w.hex($0) }
             w.raw("\",")
         }
         w.key("outcome")
