@@ -6,10 +6,10 @@
 /// ``JSONParser/parse(_:)-(UnsafeRawBufferPointer)``, whose errors name the problem.
 extension JSONParser {
     /// A reader at the start of `raw`.
-    @inlinable package init(fields raw: UnsafeRawBufferPointer) { self.init(raw) }
+    package init(fields raw: UnsafeRawBufferPointer) { self.init(raw) }
 
     /// Skips whitespace; consumes `c` if it comes next.
-    @inlinable @inline(__always) package mutating func consume(_ c: UInt8) -> Bool {
+    @inline(__always) package mutating func consume(_ c: UInt8) -> Bool {
         skipWhitespace()
         guard i < end, base[i] == c else { return false }
         i += 1
@@ -17,20 +17,20 @@ extension JSONParser {
     }
 
     /// Skips whitespace; the next byte, if any.
-    @inlinable @inline(__always) package mutating func peek() -> UInt8? {
+    @inline(__always) package mutating func peek() -> UInt8? {
         skipWhitespace()
         return i < end ? base[i] : nil
     }
 
     /// Whether only whitespace is left.
-    @inlinable package mutating func atEnd() -> Bool {
+    package mutating func atEnd() -> Bool {
         skipWhitespace()
         return i == end
     }
 
     /// A string of printable ASCII with no escapes, as its bytes (between the
     /// quotes, which are consumed); nil for anything else.
-    @inlinable package mutating func plainString() -> UnsafeRawBufferPointer? {
+    package mutating func plainString() -> UnsafeRawBufferPointer? {
         skipWhitespace()
         guard i < end, base[i] == UInt8(ascii: "\"") else { return nil }
         let k = plainRunEnd(from: i + 1)
@@ -53,7 +53,7 @@ extension JSONParser {
 
     /// An integer written plainly (`-`, digits, no fraction or exponent, no
     /// leading zero, at most 18 digits); nil for any other value.
-    @inlinable package mutating func integer() -> Int? {
+    package mutating func integer() -> Int? {
         skipWhitespace()
         var k = i
         var negative = false

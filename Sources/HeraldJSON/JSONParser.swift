@@ -56,13 +56,11 @@ public struct JSONParser {
         return shape
     }
 
-    // Usable from inlinable code: the field readers the request decoder calls a dozen times a
-    // line are inlined into it (called across modules, each call cost more than its work).
-    @usableFromInline let base: UnsafeRawBufferPointer
-    @usableFromInline var i: Int
-    @usableFromInline let end: Int
+    let base: UnsafeRawBufferPointer
+    var i: Int
+    let end: Int
 
-    @usableFromInline init(_ raw: UnsafeRawBufferPointer) {
+    init(_ raw: UnsafeRawBufferPointer) {
         base = raw
         i = 0
         end = raw.count
@@ -75,7 +73,7 @@ public struct JSONParser {
     /// bytes a step (a 64-character token is 8 steps, not 64 of four comparisons each): each
     /// test flags a byte's high bit; a flag above a flagged byte may be false (a borrow carried
     /// up), so only the lowest, always a true one, is read.
-    @inlinable @inline(__always) func plainRunEnd(from k: Int) -> Int {
+    @inline(__always) func plainRunEnd(from k: Int) -> Int {
         var k = k
         if let start = base.baseAddress {
             let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
@@ -105,7 +103,7 @@ public struct JSONParser {
         return JSONError(message: message, offset: at, line: line, column: column)
     }
 
-    @inlinable @inline(__always) mutating func skipWhitespace() {
+    @inline(__always) mutating func skipWhitespace() {
         while i < end {
             let c = base[i]
             if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i += 1 } else { return }
@@ -207,7 +205,7 @@ public struct JSONParser {
         }
     }
 
-    @inlinable @inline(__always) func isDigit(_ c: UInt8) -> Bool { c &- UInt8(ascii: "0") < 10 }
+    @inline(__always) func isDigit(_ c: UInt8) -> Bool { c &- UInt8(ascii: "0") < 10 }
 
     /// Parses a string starting at the opening quote.
     mutating func parseString() throws(JSONError) -> String {
