@@ -181,9 +181,10 @@ public struct JSONLinesSource: NotificationSource {
                     } else {
                         guard let bytes = RequestLine.content(line: n, UnsafeRawBufferPointer(rebasing: all[e.start..<e.end])) else { continue }
                         // Decoded where it is to stay, in the run.
-                        run.append(Envelope(sequence: 0, line: n, request: .blank))
-                        invalid = JSONLinesSource.decode(bytes, line: n, decoder: decoder, into: &run[run.count - 1].request)
-                        if invalid != nil { run.removeLast() }
+                        _ = run.append(sequence: 0, line: n) { r in
+                            invalid = JSONLinesSource.decode(bytes, line: n, decoder: decoder, into: &r)
+                            return invalid == nil
+                        }
                     }
                     if let invalid {
                         if !run.isEmpty {

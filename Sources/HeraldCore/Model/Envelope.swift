@@ -29,6 +29,19 @@ public struct Envelope: Sendable {
 }
 
 extension Array where Element == Envelope {
+    /// Appends an envelope whose request `fill` writes in place, into a
+    /// ``NotificationRequest/blank`` request (a request built elsewhere and handed in is moved
+    /// and copied on its way, some 350 bytes and a retain and release of each reference); when
+    /// `fill` returns false the envelope is taken back, and this returns false.
+    package mutating func append(sequence: UInt64, line: Int?, building fill: (inout NotificationRequest) -> Bool) -> Bool {
+        append(Envelope(sequence: sequence, line: line, request: .blank))
+        guard fill(&self[count - 1].request) else {
+            removeLast()
+            return false
+        }
+        return true
+    }
+
     /// The record of every envelope ending with `outcome`. Reads each envelope
     /// in place: `map { $0.record(...) }` copied every envelope (a request
     /// holds some twenty references) only to read four fields.

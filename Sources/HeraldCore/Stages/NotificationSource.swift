@@ -72,17 +72,12 @@ public final class SourceSink {
         return pending.count >= batchSize
     }
 
-    /// Builds the next request in place, in the batch being filled: `fill` writes it into a
-    /// ``NotificationRequest/blank`` request inside its envelope (a request decoded elsewhere
-    /// and handed in is moved and copied on its way, some 350 bytes and a retain and release
-    /// of each of its references). When `fill` returns false the envelope is taken back,
-    /// unnumbered, and this returns nil; else whether the batch is full (then ``flush()``).
+    /// Builds the next request in place, in the batch being filled (`fill` as for
+    /// `[Envelope].append(sequence:line:building:)`). When `fill` returns false the envelope
+    /// is taken back, unnumbered, and this returns nil; else whether the batch is full (then
+    /// ``flush()``).
     package func append(line: Int?, building fill: (inout NotificationRequest) -> Bool) -> Bool? {
-        pending.append(Envelope(sequence: nextSequence, line: line, request: .blank))
-        guard fill(&pending[pending.count - 1].request) else {
-            pending.removeLast()
-            return nil
-        }
+        guard pending.append(sequence: nextSequence, line: line, building: fill) else { return nil }
         nextSequence += 1
         return pending.count >= batchSize
     }
