@@ -161,11 +161,9 @@ public final class OutcomeWriter: OutcomeObserver {
         var fitted = true
         let chunk = [UInt8](unsafeUninitializedCapacity: capacity) { out, count in
             var w = FixedJSONWriter(base: out.baseAddress!, capacity: capacity)
-            records.withUnsafeBufferPointer { records in  // read in place: `records[i]` of an array is a copy
-                for i in records.indices {
-                    records[i].writeJSON(to: &w, lineKey: lineKey)
-                    w.byte(0x0A)
-                }
+            for i in records.indices {
+                records[i].writeJSON(to: &w, lineKey: lineKey)
+                w.byte(0x0A)
             }
             fitted = !w.overflowed
             count = fitted ? w.count : 0

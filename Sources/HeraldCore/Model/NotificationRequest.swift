@@ -72,7 +72,7 @@ public struct NotificationRequest: Sendable, Hashable {
     package static var blank: NotificationRequest { NotificationRequest(blank: ()) }
 
     /// ``blank``'s fields set one by one: through ``init(token:aps:custom:id:topic:language:expiry:priority:)``
-    /// the defaults were made, copied in and destroyed (a twentieth of decoding's time).
+    /// the defaults were made, copied in and destroyed (4% of `herald send`'s time on one core).
     private init(blank: Void) {
         token = DeviceToken()
         aps = APS()

@@ -20,7 +20,7 @@ extension OutcomeRecord {
 
     /// ``writeJSON(to:lineKey:)`` into the fixed-size writer outcome lines are written through,
     /// compiled for it here: the generic one, called from another module, wrote a byte through
-    /// a protocol witness (a twentieth of `herald send`'s time on one core).
+    /// a protocol witness (some 3% of `herald send`'s time on one core).
     public func writeJSON(to w: inout FixedJSONWriter, lineKey: StaticString = "line") {
         write(to: &w, lineKey: lineKey)
     }
