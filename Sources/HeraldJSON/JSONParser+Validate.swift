@@ -3,7 +3,7 @@
 extension JSONParser {
     // No allocation for payloads of ordinary shape: keys are compared in
     // place (up to 16 per object remembered on the stack; larger objects
-    // spill to an array), strings are skipped byte by byte.
+    // spill to an array), plain string text is skipped eight bytes a step.
 
     mutating func skipValue(depth: Int) throws(JSONError) {
         var ignored = false
@@ -83,7 +83,8 @@ struct KeyRanges {
     var inline: (Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32) =
         (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     var count = 0
-    var spill: [Range<Int>] = []
+    /// Keys past the eighth; nil (no array, no reference counted) for the objects most payloads have.
+    var spill: [Range<Int>]? = nil
 
     /// Remembers `key`; returns true if an equal key was seen before.
     mutating func insertIsDuplicate(_ key: Range<Int>, in base: UnsafeRawBufferPointer) -> Bool {
@@ -94,7 +95,7 @@ struct KeyRanges {
             return false
         }
         if duplicate { return true }
-        for r in spill where Self.equal(r, key, base) { return true }
+        if let spill { for r in spill where Self.equal(r, key, base) { return true } }
         if count < 8 && key.upperBound <= Int(Int32.max) {
             let c = count
             withUnsafeMutableBytes(of: &inline) { raw in
@@ -104,7 +105,8 @@ struct KeyRanges {
             }
             count += 1
         } else {
-            spill.append(key)
+            if spill == nil { spill = [] }
+            spill!.append(key)
         }
         return false
     }
