@@ -58,11 +58,11 @@ public actor SimulatorTransport: Transport {
     public var statistics: DeliveryStatistics { machine.statistics }
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
-        var items: [DeliveryItem] = []
-        items.reserveCapacity(batch.count)
-        var out = DeliveryItem.items(of: batch, unframed: Self.unframed) { items.append($0) }
+        // The items built straight into the machine's queue.
+        var out: [OutcomeRecord] = []
+        machine.enqueue(now: now) { add in out = DeliveryItem.items(of: batch, unframed: Self.unframed, add) }
         // Moved when nothing came before them (appending copies every record).
-        if out.isEmpty { out = deliver(items) } else { out += deliver(items) }
+        if out.isEmpty { out = settled() } else { out += settled() }
         // The work above is synchronous: let other tasks on the cooperative pool run between batches.
         await Task.yield()
         outcomes.record(out)
@@ -78,6 +78,11 @@ public actor SimulatorTransport: Transport {
     /// Delivers `items` and returns their records (``ShardedSimulatorTransport`` records its shards' together).
     func deliver(_ items: [DeliveryItem]) -> [OutcomeRecord] {
         machine.enqueue(items, now: now)
+        return settled()
+    }
+
+    /// Runs until the machine has settled what it was given; the records since the last call.
+    func settled() -> [OutcomeRecord] {
         run { $0.isSettled }
         var out: [OutcomeRecord] = []
         swap(&out, &records)

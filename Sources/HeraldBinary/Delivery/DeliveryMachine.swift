@@ -144,6 +144,18 @@ public struct DeliveryMachine: Sendable {
         connectIfNeeded(now)
     }
 
+    /// New notifications to deliver, in order: each one `make` hands to its argument goes
+    /// straight into the queue (an array of them appended is copied item by item, then freed).
+    public mutating func enqueue(now: Duration, _ make: ((consuming DeliveryItem) -> Void) -> Void) {
+        if case .failed(let why) = phase {
+            make { outcomes.append($0.record(.failed(why))) }
+            return
+        }
+        isDrained = false
+        make { queue.append($0) }
+        connectIfNeeded(now)
+    }
+
     /// Connection `c` completed its handshake.
     public mutating func connected(_ c: Int, now: Duration) {
         guard case .connecting(c, _) = phase else { return }
