@@ -64,6 +64,22 @@ struct NeverConnectedTests {
         #expect(m.takeNotices().contains { $0.hasPrefix("connected to the gateway 127.0.0.1:1 after") })
     }
 
+    @Test("items built straight into the queue (enqueue(now:_:)) are queued in order as an array's are, and fail at once, each, once the machine has failed for good")
+    func enqueueBuilding() {
+        var m = DeliveryMachine(policy: DeliveryPolicy(), endpoint: "127.0.0.1:1", seed: 1)
+        m.enqueue(now: t0) { add in for item in Self.items(0..<3) { add(item) } }
+        #expect(m.queuedCount == 3)
+        guard case .connect(let c)? = m.takeActions().first else { Issue.record("no connection asked for"); return }
+        m.closed(c, reason: .permanent("the gateway refused the certificate"), now: t0)
+        let failed = m.takeOutcomes()
+        #expect(failed.map(\.id) == [0, 1, 2] && failed.allSatisfy { Self.reason($0)?.code == .tlsRefused }, "\(failed)")
+        // Failed for good: what comes later fails at once, in order, nothing queued.
+        m.enqueue(now: t0 + .seconds(1)) { add in for item in Self.items(5..<7) { add(item) } }
+        #expect(m.queuedCount == 0)
+        let later = m.takeOutcomes()
+        #expect(later.map(\.id) == [5, 6] && later.allSatisfy { Self.reason($0)?.code == .tlsRefused }, "\(later)")
+    }
+
     @Test("with firstConnectAttempts nil, the machine holds through maxOutage as before; a signal then fails what waits at once, naming the last error")
     func holdsThenSignal() {
         var policy = DeliveryPolicy()
