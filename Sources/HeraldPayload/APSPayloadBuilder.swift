@@ -51,15 +51,12 @@ public struct APSPayloadBuilder: PayloadBuilder {
 
     /// The payload in a buffer of `capacity` bytes, or `nil` if it does not fit.
     static func encode(_ request: borrowing NotificationRequest, capacity: Int) -> [UInt8]? {
-        // Written straight into the array's storage (not a stack buffer copied out).
-        var fitted = true
-        let bytes = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer -> [UInt8]? in
             var w = FixedJSONWriter(base: buffer.baseAddress!, capacity: capacity)
             write(request, into: &w)
-            fitted = !w.overflowed
-            count = fitted ? w.count : 0
+            if w.overflowed { return nil }
+            return Array(UnsafeBufferPointer(start: buffer.baseAddress!, count: w.count))
         }
-        return fitted ? bytes : nil
     }
 
     /// A cheap estimate of the payload's size, enough unless there are many
