@@ -83,8 +83,7 @@ struct KeyRanges {
     var inline: (Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32, Int32) =
         (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     var count = 0
-    /// Keys past the eighth; nil (no array, no reference counted) for the objects most payloads have.
-    var spill: [Range<Int>]? = nil
+    var spill: [Range<Int>] = []
 
     /// Remembers `key`; returns true if an equal key was seen before.
     mutating func insertIsDuplicate(_ key: Range<Int>, in base: UnsafeRawBufferPointer) -> Bool {
@@ -95,7 +94,7 @@ struct KeyRanges {
             return false
         }
         if duplicate { return true }
-        if let spill { for r in spill where Self.equal(r, key, base) { return true } }
+        for r in spill where Self.equal(r, key, base) { return true }
         if count < 8 && key.upperBound <= Int(Int32.max) {
             let c = count
             withUnsafeMutableBytes(of: &inline) { raw in
@@ -105,8 +104,7 @@ struct KeyRanges {
             }
             count += 1
         } else {
-            if spill == nil { spill = [] }
-            spill!.append(key)
+            spill.append(key)
         }
         return false
     }

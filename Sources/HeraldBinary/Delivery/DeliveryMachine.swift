@@ -135,13 +135,7 @@ public struct DeliveryMachine: Sendable {
 
     /// New notifications to deliver, in order.
     public mutating func enqueue(_ items: some Sequence<DeliveryItem>, now: Duration) {
-        if case .failed(let why) = phase {
-            outcomes.append(contentsOf: items.map { $0.record(.failed(why)) })
-            return
-        }
-        isDrained = false
-        queue.append(contentsOf: items)
-        connectIfNeeded(now)
+        enqueue(now: now) { add in for item in items { add(item) } }
     }
 
     /// New notifications to deliver, in order: each one `make` hands to its argument goes

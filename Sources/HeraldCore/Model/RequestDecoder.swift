@@ -12,8 +12,9 @@ public struct RequestDecoder: Sendable {
     /// Decodes one line's bytes: the common shapes straight from the bytes
     /// (``decodeDirect(_:)``), anything else through the parsed tree.
     public func decode(line: UnsafeRawBufferPointer) throws(RequestError) -> NotificationRequest {
-        if let direct = decodeDirect(line) { return direct }
-        return try decodeTree(line: line)
+        var r = NotificationRequest.blank
+        try decode(line: line, into: &r)
+        return r
     }
 
     /// ``decode(line:)`` into `r`, a ``NotificationRequest/blank`` request where it is to stay

@@ -25,12 +25,9 @@ package enum RequestLine {
 
     /// Decodes one request's JSON text (a JSON Lines line without its newline).
     package static func decode(_ bytes: UnsafeRawBufferPointer, decoder: RequestDecoder) -> Decoded {
-        do {
-            return .request(try decoder.decode(line: bytes))
-        } catch {
-            let hint = salvage(bytes)
-            return .invalid(reason: error.message, id: hint.id, token: hint.token)
-        }
+        var request = NotificationRequest.blank
+        if let bad = decode(bytes, decoder: decoder, into: &request) { return .invalid(reason: bad.reason, id: bad.id, token: bad.token) }
+        return .request(request)
     }
 
     /// ``decode(_:decoder:)`` into `r`, a ``NotificationRequest/blank`` request where it is to
