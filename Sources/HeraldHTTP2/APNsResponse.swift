@@ -28,7 +28,8 @@ public struct APNsResponse: Sendable, Hashable {
     public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
         self.init(status: status)
         for (name, value) in headers {
-            switch name.lowercased() {
+            // HTTP/2 sends header names in lowercase: lowered (a new string) only if not.
+            switch name.utf8.contains(where: { $0 &- 65 < 26 }) ? name.lowercased() : name {
             // A broadcast, and channel management, answer with `apns-request-id` where pushes have `apns-id`.
             case "apns-id", "apns-request-id": apnsID = value
             case "apns-unique-id": uniqueID = value

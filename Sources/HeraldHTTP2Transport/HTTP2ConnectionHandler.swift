@@ -39,7 +39,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     var nextStreamID: Int32 = 1
-    var pending: [HTTP2StreamID: Pending] = [:]
+    /// Open streams by id (``key(_:)``: ids are odd and given out in order).
+    var pending = StreamTable<Pending>()
     var sawSettings = false
     var goAwayLastStreamID: HTTP2StreamID?
     /// Streams that ended without an answer, reported after the current read.
@@ -61,20 +62,44 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     // MARK: - From the driver
 
-    /// Opens a stream for `request`; false when the connection cannot take it.
-    func send(stream: Int, request: APNsRequest, authorization: String?) -> Bool {
+    /// A stream's table key: client stream ids are odd, given out in order.
+    static func key(_ id: HTTP2StreamID) -> Int { Int(Int32(id)) >> 1 }
+    static func id(_ key: Int) -> HTTP2StreamID { HTTP2StreamID(Int32(key) << 1 | 1) }
+
+    /// What opens a stream for a request: its HEADERS and its DATA (nil without a body), on no stream yet.
+    typealias Opening = (headers: HTTP2Frame, data: HTTP2Frame?)
+
+    /// Whether a stream may be opened now.
+    var canOpen: Bool {
         guard let context, context.channel.isActive, goAwayLastStreamID == nil, nextStreamID < Int32.max - 2 else { return false }
+        return true
+    }
+
+    /// The frames that open a stream for `request`: only reads it (the driver lends it from the machine) and writes nothing.
+    func opening(_ request: borrowing APNsRequest, authorization: String?) -> Opening {
+        let headers = HPACKHeaders(request: request, authority: authority, authorization: authorization)
+        guard !request.body.isEmpty, let context else { return (HTTP2Frame(streamID: .rootStream, payload: .headers(.init(headers: headers, endStream: true))), nil) }
+        let body = context.channel.allocator.buffer(bytes: request.body)
+        return (HTTP2Frame(streamID: .rootStream, payload: .headers(.init(headers: headers, endStream: false))),
+                HTTP2Frame(streamID: .rootStream, payload: .data(.init(data: .byteBuffer(body), endStream: true))))
+    }
+
+    /// Opens a stream with `frames` for the machine's `stream`; false when the connection cannot take it.
+    func open(stream: Int, _ frames: consuming Opening) -> Bool {
+        guard canOpen, let context else { return false }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
-        let headers = HPACKHeaders(request: request, authority: authority, authorization: authorization)
-        pending[id] = Pending(stream: stream)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: request.body.isEmpty)))), promise: nil)
-        if !request.body.isEmpty {
-            // No promise: a write that fails ends its stream (a `StreamClosedEvent`) or the
-            // connection (`channelInactive`), and either reports the stream; a promise a
-            // request (and its callback) only said it again.
-            let body = context.channel.allocator.buffer(bytes: request.body)
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+        pending.insert(Pending(stream: stream), at: Self.key(id))
+        // Taken, not copied (`frames` is consumed: a copy retained the header block and the body).
+        var headers = frames.headers
+        headers.streamID = id
+        context.write(wrapOutboundOut(headers), promise: nil)
+        // No promise: a write that fails ends its stream (a `StreamClosedEvent`) or the
+        // connection (`channelInactive`), and either reports the stream; a promise a
+        // request (and its callback) only said it again.
+        if var data = frames.data {
+            data.streamID = id
+            context.write(wrapOutboundOut(data), promise: nil)
         }
         return true
     }
@@ -82,9 +107,9 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Resets the stream the machine gave up on (its answer is no longer wanted).
     /// Rare (a request past its deadline), so found by a search: no second table kept for it on every request.
     func cancel(stream: Int) {
-        guard let id = pending.first(where: { $0.value.stream == stream })?.key else { return }
-        pending[id] = nil
-        context?.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        guard let key = pending.keys.first(where: { pending.withValue($0) { $0.stream == stream } == true }) else { return }
+        _ = pending.remove(key)
+        context?.write(wrapOutboundOut(HTTP2Frame(streamID: Self.id(key), payload: .rstStream(.cancel))), promise: nil)
     }
 
     func ping() {
@@ -107,16 +132,27 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         // their type, compared once, not by a dynamic cast tried against each in turn.
         let type = ObjectIdentifier(Swift.type(of: event))
         if type == Self.streamClosed {
-            let closed = event as! StreamClosedEvent
-            if pending[closed.streamID] != nil { streamEnded(closed.streamID, closed.reason) }
+            let closed = Self.unbox(event, as: StreamClosedEvent.self)
+            if pending.contains(Self.key(closed.streamID)) { streamEnded(closed.streamID, closed.reason) }
         } else if type == Self.windowUpdated {
-            if let update = window.update(after: event as! NIOHTTP2WindowUpdatedEvent) {
+            if let update = window.update(after: Self.unbox(event, as: NIOHTTP2WindowUpdatedEvent.self)) {
                 context.writeAndFlush(wrapOutboundOut(update), promise: nil)
             }
         } else if type == Self.tlsEvent, case .handshakeCompleted(let version, _, _, let resumed, _) = event as! TLSEvent {
             driver.handshakeCompleted(connection, protocolVersion: version, resumed: resumed)
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// `event`, whose type was seen to be `T`, as a `T`: a dynamic cast (`as!`) searched the
+    /// conversions each time (several events a request), opening the box is a read.
+    @inline(__always)
+    static func unbox<T>(_ event: Any, as type: T.Type) -> T {
+        func open<E>(_ e: E) -> T {
+            precondition(E.self == T.self)
+            return unsafeBitCast(e, to: T.self)
+        }
+        return open(event)
     }
 
     static let streamClosed = ObjectIdentifier(StreamClosedEvent.self)
@@ -126,27 +162,28 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         switch frame.payload {
-        // The stream's entry found once and changed where it lies; an answer that ends the stream takes it out by its index.
+        // The stream's entry changed where it lies; an answer that ends the stream takes it out.
         case .headers(let h):
-            guard let i = pending.index(forKey: frame.streamID) else { return }
-            if pending.values[i].status == nil {
+            let key = Self.key(frame.streamID)
+            guard pending.update(key, { (p: inout Pending) -> Void in
+                guard p.status == nil else { return }
                 for (name, value, _) in h.headers {
                     if name == ":status" {
-                        pending.values[i].status = Int(value)
+                        p.status = Int(value)
                     } else if name.hasPrefix("apns-") {
-                        pending.values[i].headers.append((name, value))
+                        p.headers.append((name, value))
                     }
                 }
-            }
-            if h.endStream { answer(pending.remove(at: i).value) }
+            }) != nil else { return }
+            if h.endStream, let p = pending.remove(key) { answer(p) }
         case .data(let d):
-            guard let i = pending.index(forKey: frame.streamID) else { return }
-            if case .byteBuffer(let b) = d.data, pending.values[i].body.count + b.readableBytes <= Self.maxBody {
-                pending.values[i].body += b.readableBytesView
-            }
-            if d.endStream { answer(pending.remove(at: i).value) }
+            let key = Self.key(frame.streamID)
+            guard pending.update(key, { (p: inout Pending) -> Void in
+                if case .byteBuffer(let b) = d.data, p.body.count + b.readableBytes <= Self.maxBody { p.body += b.readableBytesView }
+            }) != nil else { return }
+            if d.endStream, let p = pending.remove(key) { answer(p) }
         case .rstStream(let code):
-            pending[frame.streamID]?.reset = code
+            pending.update(Self.key(frame.streamID)) { $0.reset = code }
         case .settings(.settings(let settings)):
             let limit = settings.last { $0.parameter == .maxConcurrentStreams }.map(\.value)
             let first = !sawSettings
@@ -158,7 +195,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             goAwayLastStreamID = last
             driver.goAway(connection, reason: Self.reason(debugData) ?? (code == .noError ? nil : "\(code)"))
             // Streams above `last` were never processed: APNs will not answer them.
-            for id in pending.keys.filter({ $0 > last }).sorted() { streamEnded(id, .refusedStream) }
+            for key in pending.keys where Self.id(key) > last { streamEnded(Self.id(key), .refusedStream) }
         default:
             break
         }
@@ -197,7 +234,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// Notes a stream that ended without an answer; reported after the current read.
     func streamEnded(_ id: HTTP2StreamID, _ reason: HTTP2ErrorCode?) {
-        guard pending[id] != nil else { return }
+        guard pending.contains(Self.key(id)) else { return }
         endedUnanswered.append((id, reason))
         guard !reportScheduled else { return }
         reportScheduled = true
@@ -210,7 +247,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let ended = endedUnanswered
         endedUnanswered.removeAll()
         for (id, reason) in ended {
-            guard let p = pending.removeValue(forKey: id) else { continue }
+            guard let p = pending.remove(Self.key(id)) else { continue }
             let code = p.reset ?? reason
             let unprocessed = code == .refusedStream || goAwayLastStreamID.map { id > $0 } == true
             let why = unprocessed ? "not processed (\(code.map { "\($0)" } ?? "GOAWAY"))" : "stream ended without an answer (\(code.map { "\($0)" } ?? "closed"))"
@@ -229,7 +266,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
 extension HPACKHeaders {
     /// A request's header block as the transport sends it.
-    package init(request: APNsRequest, authority: String, authorization: String?) {
+    package init(request: borrowing APNsRequest, authority: String, authorization: String?) {
         self.init()
         reserveCapacity(6 + request.headers.count)
         add(name: ":method", value: request.method)

@@ -203,8 +203,17 @@ final class HTTP2Driver: @unchecked Sendable {
         switch action {
         case .connect(let c):
             connect(c)
-        case .send(let c, let stream, let request, let authorization):
-            guard let handler = connections[c], handler.send(stream: stream, request: request, authorization: authorization) else {
+        case .send(let c, let stream, let authorization):
+            guard let handler = connections[c], handler.canOpen else {
+                machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
+                return
+            }
+            // The request is read where the machine keeps it, only to build the frames: writing
+            // (which may close the connection and so call back into the machine) comes after.
+            var opening: HTTP2ConnectionHandler.Opening?
+            guard machine.withRequest(ofStream: stream, { opening = handler.opening($0, authorization: authorization) }), let frames = opening
+            else { return }
+            guard handler.open(stream: stream, frames) else {
                 machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
                 return
             }

@@ -20,7 +20,7 @@ extension HTTP2DeliveryMachine {
 
     /// The streams the last actions opened, by stream number.
     mutating func sends() -> [(connection: Int, stream: Int, authorization: String?)] {
-        takeActions().compactMap { if case .send(let c, let s, _, let a) = $0 { return (c, s, a) } else { return nil } }
+        takeActions().compactMap { if case .send(let c, let s, let a) = $0 { return (c, s, a) } else { return nil } }
     }
 }
 

@@ -64,7 +64,7 @@ struct LaneDeliveryTests {
                 for action in actions {
                 switch action {
                 case .connect(let c): m.connected(c, maxStreams: 1_000, now: now)
-                case .send(_, let stream, _, _):
+                case .send(_, let stream, _):
                     // Served in arrival order, each for 0.5-1.5 × serviceMicros, then answered 20 ms later.
                     serverFree = max(serverFree, now) + .microseconds(serviceMicros / 2 + Int64.random(in: 0...serviceMicros, using: &g))
                     answers.append((serverFree + .milliseconds(20), stream))

@@ -32,9 +32,10 @@ public struct LaneQueue<Element: LaneCarrying> {
     }
 
     /// `items` in order, moved in: taken off the array's end (after reversing it in place), so
-    /// no element is copied and released again, as iterating the array would.
+    /// no element is copied and released again, as iterating the array would. Reversed through
+    /// its buffer, whose swaps move elements: the array's own `reverse()` swaps by copies.
     @inlinable public mutating func append(moving items: consuming [Element]) {
-        items.reverse()
+        items.withUnsafeMutableBufferPointer { $0.reverse() }
         while let item = items.popLast() { append(item) }
     }
 

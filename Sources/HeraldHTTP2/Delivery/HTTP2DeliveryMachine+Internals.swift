@@ -1,4 +1,3 @@
-import DequeModule
 import HeraldCore
 
 /// The machine's internals: opening streams, ending them, resending and failing.
@@ -36,13 +35,12 @@ extension HTTP2DeliveryMachine {
                 }
                 lastStream += 1
                 statistics.streams += 1
-                sendOrder.append(lastStream)
                 if item.lane == .bulk { bulkInFlight += 1 }
                 slots[s].connection!.openCount += 1
                 slots[s].connection!.lastActivity = now
-                actions.append(.send(connection: connID, stream: lastStream, request: item.request, authorization: authorization))
-                // The item's last use: moved into its entry, not copied.
-                inFlight[lastStream] = InFlight(item: consume item, connection: connID, sentAt: now, deadline: now + policy.requestTimeout, authorization: authorization)
+                actions.append(.send(connection: connID, stream: lastStream, authorization: authorization))
+                // The item's last use: moved into its entry, not copied (the send reads its request there).
+                inFlight.insert(InFlight(item: consume item, connection: connID, sentAt: now, deadline: now + policy.requestTimeout, authorization: authorization), at: lastStream)
                 room -= 1
             }
         }
@@ -50,7 +48,7 @@ extension HTTP2DeliveryMachine {
 
     /// Stream `stream`'s request, no longer on a stream (the bulk lane's count kept with it).
     mutating func takeInFlight(_ stream: Int) -> InFlight? {
-        guard let f = inFlight.removeValue(forKey: stream) else { return nil }
+        guard let f = inFlight.remove(stream) else { return nil }
         if f.item.lane == .bulk { bulkInFlight -= 1 }
         return f
     }
@@ -58,7 +56,6 @@ extension HTTP2DeliveryMachine {
     /// Removes a stream from its connection; a retiring connection closes once empty.
     mutating func endStream(_ stream: Int, now: Duration) -> InFlight? {
         guard let f = takeInFlight(stream) else { return nil }
-        trimSendOrder()
         if let s = slot(of: f.connection) {
             slots[s].connection!.openCount -= 1
             slots[s].connection!.lastActivity = now
@@ -82,17 +79,11 @@ extension HTTP2DeliveryMachine {
     }
 
     mutating func resendOpenStreams(of conn: Connection, now: Duration) {
-        let open = conn.openCount == 0 ? [] : inFlight.compactMap { $0.value.connection == conn.id ? $0.key : nil }.sorted()
+        let open = conn.openCount == 0 ? [] : inFlight.keys.filter { inFlight.withValue($0) { $0.connection == conn.id } == true }
         for stream in open {
             guard var f = takeInFlight(stream) else { continue }
             resendUnanswered(&f.item, unprocessed: false, why: "the connection ended before an answer", now: now)
         }
-        trimSendOrder()
-    }
-
-    /// Drops ended streams from the front of ``sendOrder``, so its first is the oldest in flight.
-    mutating func trimSendOrder() {
-        while let first = sendOrder.first, inFlight[first] == nil { sendOrder.removeFirst() }
     }
 
     /// A request that ended without an answer goes again; `unprocessed` ones were never seen by APNs.

@@ -1,4 +1,3 @@
-import DequeModule
 import HeraldCore
 
 /// APNs' HTTP/2 delivery rules for a set of connections, as a sans-I/O state
@@ -9,8 +8,8 @@ import HeraldCore
 /// - hand it requests with ``enqueue(_:now:)``;
 /// - perform ``takeActions()`` in order: ``Action/connect(_:)`` opens connection
 ///   *n* (report ``connected(_:maxStreams:now:)`` once HTTP/2 is up, or
-///   ``closed(_:reason:now:)``); ``Action/send(connection:stream:request:authorization:)``
-///   opens a stream; ``Action/cancel(connection:stream:)`` resets one; ``Action/ping(_:)``;
+///   ``closed(_:reason:now:)``); ``Action/send(connection:stream:authorization:)``
+///   opens a stream for the request ``withRequest(ofStream:_:)`` lends; ``Action/cancel(connection:stream:)`` resets one; ``Action/ping(_:)``;
 ///   ``Action/close(_:)``;
 /// - report each stream's end: ``answered(_:_:now:)`` with APNs' answer, or
 ///   ``streamFailed(_:unprocessed:reason:now:)`` (`unprocessed`: GOAWAY above
@@ -32,7 +31,10 @@ import HeraldCore
 public struct HTTP2DeliveryMachine: Sendable {
     public enum Action: Sendable, Hashable {
         case connect(Int)
-        case send(connection: Int, stream: Int, request: APNsRequest, authorization: String?)
+        /// Open stream `stream` on `connection` for its request (``withRequest(ofStream:_:)``: kept
+        /// by the machine, not copied into the action). A stream the machine has ended since
+        /// (its connection closed while the actions waited) has no request: nothing to send.
+        case send(connection: Int, stream: Int, authorization: String?)
         case cancel(connection: Int, stream: Int)
         case ping(Int)
         case close(Int)
@@ -84,13 +86,11 @@ public struct HTTP2DeliveryMachine: Sendable {
     /// What waits for a stream, by lane (the fast lane first, the bulk lane's share kept).
     var queue = LaneQueue<HTTP2Item>()
     var delayed: [HTTP2Item] = []
-    var inFlight: [Int: InFlight] = [:]
+    /// Open streams by number, oldest first (the first to time out).
+    var inFlight = StreamTable<InFlight>()
     /// Bulk-lane requests on streams, and how many the lane may have (``BulkStreamLimit``).
     var bulkInFlight = 0
     public internal(set) var bulkStreams: BulkStreamLimit
-    /// Streams in the order they were opened (so their deadlines are in order too);
-    /// ended ones are dropped from the front.
-    var sendOrder = Deque<Int>()
     var outcomes: [OutcomeRecord] = []
     var actions: [Action] = []
     var deadTokens: [(DeviceToken, Int64?)] = []
@@ -238,17 +238,13 @@ public struct HTTP2DeliveryMachine: Sendable {
     }
 
     public mutating func timer(now: Duration) {
-        var k = 0
-        while k < sendOrder.count {
-            let stream = sendOrder[k]
-            k += 1
-            guard let f = inFlight[stream] else { continue }
-            if f.deadline > now { break }
+        // Deadlines follow the streams' order: the oldest open stream is the first due.
+        while let stream = inFlight.firstKey, let (deadline, connection) = inFlight.withValue(stream, { ($0.deadline, $0.connection) }),
+              deadline <= now {
             statistics.timeouts += 1
-            actions.append(.cancel(connection: f.connection, stream: stream))
+            actions.append(.cancel(connection: connection, stream: stream))
             streamFailed(stream, unprocessed: false, reason: "no answer in \(policy.requestTimeout)", now: now)
         }
-        trimSendOrder()
         for s in slots.indices {
             guard let conn = slots[s].connection else { continue }
             if !conn.ready && now - conn.since >= policy.connectTimeout {
@@ -278,13 +274,11 @@ public struct HTTP2DeliveryMachine: Sendable {
 
     /// Gives up on everything at once: queued, delayed and in flight.
     public mutating func abandon(_ reason: OutcomeReason, now: Duration) {
-        for (stream, f) in inFlight.sorted(by: { $0.key < $1.key }) {
+        for (stream, f) in inFlight.removeAll() {
             actions.append(.cancel(connection: f.connection, stream: stream))
             outcomes.append(f.item.record(.failed(reason)))
         }
-        inFlight.removeAll()
         bulkInFlight = 0
-        sendOrder.removeAll()
         for s in slots.indices { slots[s].connection?.openCount = 0 }
         for c in retiring.keys { retiring[c]!.openCount = 0 }
         failWaiting(reason)
@@ -293,6 +287,15 @@ public struct HTTP2DeliveryMachine: Sendable {
     // MARK: outputs
 
     public mutating func takeActions() -> [Action] { defer { actions.removeAll() }; return actions }
+
+    /// `body` on the request of open stream `stream` (a ``Action/send(connection:stream:authorization:)``'s),
+    /// where the machine keeps it; false (and `body` not called) when the stream has ended.
+    /// `mutating` only so that a shell keeping the machine in a class reads it in place (a
+    /// non-mutating call copied the whole machine first); `body` must not touch the machine.
+    public mutating func withRequest(ofStream stream: Int, _ body: (borrowing APNsRequest) -> Void) -> Bool {
+        // Through the table's in-place access: unwrapping a read of its optional slot copied the entry.
+        inFlight.update(stream) { body($0.item.request) } != nil
+    }
     public mutating func takeOutcomes() -> [OutcomeRecord] { defer { outcomes.removeAll() }; return outcomes }
     /// Tokens APNs answered 410 for, with its timestamp (milliseconds since 1970), for the token store.
     public mutating func takeDeadTokens() -> [(DeviceToken, Int64?)] { defer { deadTokens.removeAll() }; return deadTokens }
@@ -304,7 +307,7 @@ public struct HTTP2DeliveryMachine: Sendable {
     /// When ``timer(now:)`` is next due.
     public var nextDeadline: Duration? {
         var d: [Duration] = delayed.map(\.notBefore)
-        if let first = sendOrder.first, let f = inFlight[first] { d.append(f.deadline) }
+        if let first = inFlight.firstKey, let deadline = inFlight.withValue(first, { $0.deadline }) { d.append(deadline) }
         for slot in slots {
             if let c = slot.connection {
                 if !c.ready { d.append(c.since + policy.connectTimeout) }

@@ -113,9 +113,13 @@ public actor HTTP2SimulatorTransport: Transport, TransportReporting, WireDescrib
         for action in machine.takeActions() {
             switch action {
             case .connect(let c): schedule(.connected(c), after: latency * 2)
-            case .send(let c, let stream, let request, let authorization):
+            case .send(let c, let stream, let authorization):
+                let now = now
+                var answer: HTTP2Simulator.Reply?
+                guard machine.withRequest(ofStream: stream, { answer = simulator.handle($0, authorization: authorization, connection: c, now: now) }),
+                      let reply = answer
+                else { continue }
                 connectionOf[stream] = c
-                let reply = simulator.handle(request, authorization: authorization, connection: c, now: now)
                 if simulator.isGoingAway(c) && announced[c] != -1 {
                     announced[c] = -1
                     schedule(.goAway(c), after: latency / 2)
