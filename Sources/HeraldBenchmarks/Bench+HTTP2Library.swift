@@ -93,8 +93,24 @@ enum HTTP2LibraryAlone {
         channel.flush()
     }
 
+    /// A server's answers to `requests`, recorded once, to replay against fresh clients.
+    struct Recording {
+        let requests: [APNsRequest]
+        let round: Int
+        let authority: String
+        let initialWindowSize: Int
+        /// The server's bytes after the client's set-up, then after each round of requests.
+        let setUp: ByteBuffer
+        let rounds: [ByteBuffer]
+    }
+
     /// Requests per second through the client's `NIOHTTP2Handler` alone, `round` streams at a time.
     static func rate(_ requests: [APNsRequest], round: Int = 100, authority: String, initialWindowSize: Int) throws -> Double {
+        try replay(record(requests, round: round, authority: authority, initialWindowSize: initialWindowSize))
+    }
+
+    /// Records a server-mode `NIOHTTP2Handler`'s answers to `requests`, written `round` at a time.
+    static func record(_ requests: [APNsRequest], round: Int = 100, authority: String, initialWindowSize: Int) throws -> Recording {
         // Record: the server's bytes after the client's set-up, then after each round of requests.
         let (recorder, _) = try client(initialWindowSize: initialWindowSize)
         let server = EmbeddedChannel()
@@ -127,17 +143,21 @@ enum HTTP2LibraryAlone {
         }
         _ = try? recorder.finish()
         _ = try? server.finish()
+        return Recording(requests: requests, round: round, authority: authority, initialWindowSize: initialWindowSize, setUp: setUp, rounds: rounds)
+    }
 
-        // Replay: the same requests on a fresh client, fed the recorded answers; timed.
-        let (channel, counter) = try client(initialWindowSize: initialWindowSize)
+    /// The recorded requests on a fresh client, fed the recorded answers; timed.
+    static func replay(_ recording: Recording) throws -> Double {
+        let requests = recording.requests, round = recording.round, authority = recording.authority
+        let (channel, counter) = try client(initialWindowSize: recording.initialWindowSize)
         _ = try drain(channel)
-        try channel.writeInbound(setUp)
+        try channel.writeInbound(recording.setUp)
         _ = try drain(channel)
-        streams = 1
+        var streams: Int32 = 1
         let clock = ContinuousClock()
         let began = clock.now
-        start = 0
-        for answers in rounds {
+        var start = 0
+        for answers in recording.rounds {
             write(requests[start..<min(start + round, requests.count)], to: channel, streams: &streams, authority: authority)
             _ = try drain(channel)
             try channel.writeInbound(answers)
