@@ -89,12 +89,15 @@ final class GatewayDriver: @unchecked Sendable {
     // MARK: - From the transport (any thread)
 
     /// Hands notifications over; the caller has counted them in the gate.
-    func enqueue(_ items: [DeliveryItem], ledger: OutcomeLedger) {
-        queuedCount.add(items.count, ordering: .relaxed)
+    func enqueue(_ items: consuming [DeliveryItem], ledger: OutcomeLedger) {
+        let count = items.count
+        queuedCount.add(count, ordering: .relaxed)
+        // Moved to the loop, not captured: the machine then moves each item into its queue.
+        let handoff = Handoff(items)
         loop.execute {
             self.ledger = ledger
-            self.countedQueued += items.count
-            self.machine.enqueue(items, now: self.now)
+            self.countedQueued += count
+            self.machine.enqueue(moving: handoff.take(), now: self.now)
             self.step()
         }
     }

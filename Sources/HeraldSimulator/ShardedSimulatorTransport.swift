@@ -82,8 +82,8 @@ public final class ShardedSimulatorTransport: Transport, TransportReporting {
                     group.addTask { await shard.deliver(items.take()) }
                 }
                 var all: [OutcomeRecord] = []
-                for await part in group {
-                    if all.isEmpty { all = part } else { all += part }
+                for await var part in group {
+                    if all.isEmpty { all = part } else { part.removeAllInOrder { all.append($0) } }
                 }
                 return all
             }

@@ -76,8 +76,8 @@ public actor SimulatorTransport: Transport {
     }
 
     /// Delivers `items` and returns their records (``ShardedSimulatorTransport`` records its shards' together).
-    func deliver(_ items: [DeliveryItem]) -> [OutcomeRecord] {
-        machine.enqueue(items, now: now)
+    func deliver(_ items: consuming [DeliveryItem]) -> [OutcomeRecord] {
+        machine.enqueue(moving: items, now: now)
         return settled()
     }
 

@@ -80,6 +80,29 @@ struct NeverConnectedTests {
         #expect(later.map(\.id) == [5, 6] && later.allSatisfy { Self.reason($0)?.code == .tlsRefused }, "\(later)")
     }
 
+    @Test("items moved in (enqueue(moving:now:)) are queued in order and leave nothing behind; once failed for good, they fail at once, in order")
+    func enqueueMoving() {
+        var m = DeliveryMachine(policy: DeliveryPolicy(), endpoint: "127.0.0.1:1", seed: 1)
+        m.enqueue(moving: Self.items(0..<4), now: t0)
+        #expect(m.queuedCount == 4)
+        guard case .connect(let c)? = m.takeActions().first else { Issue.record("no connection asked for"); return }
+        m.closed(c, reason: .permanent("the gateway refused the certificate"), now: t0)
+        #expect(m.takeOutcomes().map(\.id) == [0, 1, 2, 3])
+        m.enqueue(moving: Self.items(7..<10), now: t0 + .seconds(1))
+        #expect(m.queuedCount == 0)
+        #expect(m.takeOutcomes().map(\.id) == [7, 8, 9])
+    }
+
+    @Test("removeAllInOrder hands every element over in order, moved out, and leaves the array empty")
+    func removeAllInOrder() {
+        for n in [0, 1, 2, 3, 10, 11] {
+            var a = (0..<n).map { [String(repeating: "x", count: $0 + 20)] }  // elements with references
+            var seen: [[String]] = []
+            a.removeAllInOrder { seen.append($0) }
+            #expect(a.isEmpty && seen == (0..<n).map { [String(repeating: "x", count: $0 + 20)] })
+        }
+    }
+
     @Test("with firstConnectAttempts nil, the machine holds through maxOutage as before; a signal then fails what waits at once, naming the last error")
     func holdsThenSignal() {
         var policy = DeliveryPolicy()

@@ -138,6 +138,13 @@ public struct DeliveryMachine: Sendable {
         enqueue(now: now) { add in for item in items { add(item) } }
     }
 
+    /// New notifications to deliver, in order, moved into the queue: an array handed over is
+    /// not copied item by item and then released (``enqueue(_:now:)`` iterates it).
+    public mutating func enqueue(moving items: consuming [DeliveryItem], now: Duration) {
+        var items = items
+        enqueue(now: now) { add in items.removeAllInOrder { add($0) } }
+    }
+
     /// New notifications to deliver, in order: each one `make` hands to its argument goes
     /// straight into the queue (an array of them appended is copied item by item, then freed).
     public mutating func enqueue(now: Duration, _ make: ((consuming DeliveryItem) -> Void) -> Void) {

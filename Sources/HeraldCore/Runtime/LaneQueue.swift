@@ -31,12 +31,10 @@ public struct LaneQueue<Element: LaneCarrying> {
         if item.lane == .fast { fastLane.append(item) } else { bulkLane.append(item) }
     }
 
-    /// `items` in order, moved in: taken off the array's end (after reversing it in place), so
-    /// no element is copied and released again, as iterating the array would. Reversed through
-    /// its buffer, whose swaps move elements: the array's own `reverse()` swaps by copies.
+    /// `items` in order, moved in (``Swift/Array/removeAllInOrder(_:)``): no element copied
+    /// and released again, as iterating the array would.
     @inlinable public mutating func append(moving items: consuming [Element]) {
-        items.withUnsafeMutableBufferPointer { $0.reverse() }
-        while let item = items.popLast() { append(item) }
+        items.removeAllInOrder { append($0) }
     }
 
     @inlinable public mutating func append(contentsOf items: some Sequence<Element>) {
