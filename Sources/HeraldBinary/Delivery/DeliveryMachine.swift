@@ -69,7 +69,7 @@ public struct DeliveryMachine: Sendable {
     public let endpoint: String
     var phase = Phase.idle
     var lastConnection = 0
-    var queue = MoveQueue<DeliveryItem>()
+    var queue = Deque<DeliveryItem>()
     var window = InFlightWindow<DeliveryItem>()
     var responses = ErrorResponseDecoder()
     var outcomes: [OutcomeRecord] = []

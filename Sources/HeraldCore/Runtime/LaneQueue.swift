@@ -1,3 +1,4 @@
+import DequeModule
 
 /// Something that waits in a lane.
 public protocol LaneCarrying {
@@ -11,16 +12,16 @@ public protocol LaneCarrying {
 /// first in, first out; ``prepend(_:)`` puts an item back at the front of its
 /// lane (a retry goes before what came after it). Sans-I/O, no clock.
 public struct LaneQueue<Element: LaneCarrying> {
-    @usableFromInline var fastLane: MoveQueue<Element>
-    @usableFromInline var bulkLane: MoveQueue<Element>
+    @usableFromInline var fastLane: Deque<Element>
+    @usableFromInline var bulkLane: Deque<Element>
     /// Fast-lane takes since the last bulk take while the bulk lane waited.
     @usableFromInline var fastInARow = 0
     /// While both lanes wait: one take in this many is from the bulk lane.
     @inlinable public static var bulkShareEvery: Int { 10 }
 
     @inlinable public init() {
-        fastLane = MoveQueue()
-        bulkLane = MoveQueue()
+        fastLane = Deque()
+        bulkLane = Deque()
     }
 
     @inlinable public var isEmpty: Bool { fastLane.isEmpty && bulkLane.isEmpty }
@@ -81,12 +82,14 @@ public struct LaneQueue<Element: LaneCarrying> {
         if bulkLane.isEmpty || bulk <= 0 {
             let n = Swift.min(max, fastLane.count)
             if bulkLane.isEmpty { fastInARow = 0 }
-            return (0..<n).map { _ in fastLane.popFirst()! }
+            defer { fastLane.removeFirst(n) }
+            return Array(fastLane.prefix(n))
         }
         if fastLane.isEmpty {
             let n = Swift.min(max, bulk, bulkLane.count)
             fastInARow = 0
-            return (0..<n).map { _ in bulkLane.popFirst()! }
+            defer { bulkLane.removeFirst(n) }
+            return Array(bulkLane.prefix(n))
         }
         var out: [Element] = []
         out.reserveCapacity(Swift.min(max, count))
@@ -100,9 +103,11 @@ public struct LaneQueue<Element: LaneCarrying> {
 
     /// Empties both lanes, returning what waited (fast lane first).
     @inlinable public mutating func removeAll() -> [Element] {
-        var all = fastLane.removeAll()
-        all.append(contentsOf: bulkLane.removeAll())
-        return all
+        defer {
+            fastLane.removeAll()
+            bulkLane.removeAll()
+        }
+        return Array(fastLane) + Array(bulkLane)
     }
 }
 
