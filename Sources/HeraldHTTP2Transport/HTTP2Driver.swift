@@ -204,20 +204,19 @@ final class HTTP2Driver: @unchecked Sendable {
         case .connect(let c):
             connect(c)
         case .send(let c, let stream, let authorization):
-            guard let handler = connections[c], handler.canOpen else {
-                machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
-                return
+            if let handler = connections[c], handler.canOpen {
+                // The request is read where the machine keeps it, only to build the frames: writing
+                // (which may close the connection and so call back into the machine) comes after.
+                var opening: HTTP2ConnectionHandler.Opening?
+                guard machine.withRequest(ofStream: stream, { opening = handler.opening($0, authorization: authorization) }) else {
+                    return  // the machine ended the stream meanwhile
+                }
+                if let frames = opening, handler.open(stream: stream, frames) {
+                    flushLater(handler)
+                    return
+                }
             }
-            // The request is read where the machine keeps it, only to build the frames: writing
-            // (which may close the connection and so call back into the machine) comes after.
-            var opening: HTTP2ConnectionHandler.Opening?
-            guard machine.withRequest(ofStream: stream, { opening = handler.opening($0, authorization: authorization) }), let frames = opening
-            else { return }
-            guard handler.open(stream: stream, frames) else {
-                machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
-                return
-            }
-            flushLater(handler)
+            machine.streamFailed(stream, unprocessed: true, reason: "connection \(c) is gone", now: now)
         case .cancel(let c, let stream):
             guard let handler = connections[c] else { return }
             handler.cancel(stream: stream)

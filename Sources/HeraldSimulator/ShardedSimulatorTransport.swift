@@ -72,8 +72,8 @@ public final class ShardedSimulatorTransport: Transport, TransportReporting {
         let shards = self.shards
         let handoff = Handoff(consume parts)
         Task {
-            // Each part's records are moved, not copied, when they are all there is so far
-            // (`+=` onto an empty array copies every record).
+            // Each part's records are moved, not copied: taken whole when they are all there is
+            // so far, else moved onto the end (`+=` copies every record, then frees the part).
             var records = await withTaskGroup(of: [OutcomeRecord].self) { group in
                 var parts = handoff.take()
                 for s in parts.indices where !parts[s].isEmpty {

@@ -36,7 +36,6 @@ import Testing
                     model[key]! += "+"
                 case 8:
                     let key = next + Int.random(in: -80...5, using: &g)
-                    #expect(table[key] == model[key])
                     #expect(table.contains(key) == (model[key] != nil))
                     #expect(table.withValue(key) { $0 } == model[key])
                 default:
@@ -69,6 +68,6 @@ import Testing
         #expect(table.isEmpty && table.places.isEmpty && table.firstKey == nil)
         // Numbering may start anywhere once empty.
         table.insert([9], at: 500)
-        #expect(table.firstKey == 500 && table[500] == [9])
+        #expect(table.firstKey == 500 && table.withValue(500) { $0 } == [9])
     }
 }

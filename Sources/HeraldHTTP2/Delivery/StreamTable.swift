@@ -62,9 +62,6 @@ public struct StreamTable<Value> {
 
     @inlinable public func contains(_ key: Int) -> Bool { slot(of: key) != nil }
 
-    /// A copy of `key`'s value.
-    @inlinable public subscript(key: Int) -> Value? { slot(of: key).flatMap { pool[$0] } }
-
     /// `body` on `key`'s value; nil when `key` is not open. The value passed may be a copy
     /// (unwrapping the slot's optional copies it): ``update(_:_:)`` reads in place.
     @inlinable public func withValue<R>(_ key: Int, _ body: (borrowing Value) throws -> R) rethrows -> R? {
