@@ -256,6 +256,7 @@ final class HTTP2Driver: @unchecked Sendable {
                         handlers.append(try ProxyConnectHandler(target: configuration.host, port: configuration.port, proxy: proxy))
                     }
                     handlers.append(try OpenSSLHandler(context: tls, serverName: serverName))
+                    handlers.append(handler.batcher)
                     let connection = NIOHTTP2Handler.ConnectionConfiguration.apnsClient(initialWindowSize: configuration.initialWindowSize)
                     // A server resets streams as an answer (nginx resets each stream whose body it did not
                     // read, with NO_ERROR): not an attack to cut the connection for.

@@ -20,10 +20,16 @@ listens. It stops on stdin EOF (--ignore-stdin when running it by hand),
 SIGTERM, SIGINT, or after --max-seconds, then prints one line:
 
     {"requests": n, "answered": n, "connections": n, "pings": n, "acks": n,
-     "max_ack_ms": x, "unanswered_ping_ms": x, "wrong_acks": n, "stopped_by": "stdin"}
+     "max_ack_ms": x, "unanswered_ping_ms": x, "wrong_acks": n, "out_of_order": n,
+     "stopped_by": "stdin"}
 
 `max_ack_ms` is the longest a PING waited for its ACK; `unanswered_ping_ms`
-the age of a PING still unanswered at the end (0 if none). Loopback only.
+the age of a PING still unanswered at the end (0 if none). `out_of_order`
+counts requests whose stream ended (the body's last DATA frame) after a
+request on a higher-numbered stream of the same connection had ended: a
+client that writes its streams in order sends them complete in order, and
+a server answering as bodies complete (APNs) then closes them in order.
+Loopback only.
 """
 
 import argparse
@@ -51,7 +57,7 @@ PROG = "h2_ping_server.py"
 class State:
     def __init__(self):
         self.lock = threading.Lock()
-        self.counts = {"requests": 0, "answered": 0, "connections": 0, "pings": 0, "acks": 0, "wrong_acks": 0}
+        self.counts = {"requests": 0, "answered": 0, "connections": 0, "pings": 0, "acks": 0, "wrong_acks": 0, "out_of_order": 0}
         self.max_ack = 0.0
         self.unanswered = 0.0
 
@@ -102,6 +108,7 @@ class Connection(threading.Thread):
         conn.initiate_connection()
         self.sock.sendall(conn.data_to_send())
         requests = {}
+        self.last_ended = 0
         last_ping = time.monotonic()
         while not self.stopping.is_set():
             now = time.monotonic()
@@ -156,6 +163,10 @@ class Connection(threading.Thread):
             pass
 
     def respond(self, conn, sid, headers):
+        if sid < self.last_ended:
+            with self.state.lock:
+                self.state.counts["out_of_order"] += 1
+        self.last_ended = max(self.last_ended, sid)
         apns_id = headers.get("apns-id") or str(uuid.uuid4())
         if headers.get(":method") == "POST" and headers.get(":path", "").startswith("/3/device/"):
             conn.send_headers(sid, [(":status", "200"), ("apns-id", apns_id)], end_stream=True)
