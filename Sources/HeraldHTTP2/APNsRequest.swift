@@ -70,17 +70,18 @@ public struct APNsRequestBuilder: Sendable {
         var items: [HTTP2Item] = []
         items.reserveCapacity(batch.count)
         var dropped: [OutcomeRecord] = []
-        for i in batch.indices {
-            do throws(StageFailure) {
-                // Read in place: `let e = batch[i]` copied the whole envelope (some twenty references).
-                let request = try request(for: batch[i])
-                var item = HTTP2Item(
-                    sequence: batch[i].sequence, line: batch[i].line, id: batch[i].request.id, token: batch[i].request.token,
-                    request: request, topic: batch[i].request.topic, app: batch[i].request.app)
-                item.lane = batch[i].request.lane(pushType: request.pushType)
-                items.append(item)
-            } catch {
-                dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))
+        // Read in place: `let e = batch[i]` copied the whole envelope (some twenty references).
+        batch.withUnsafeBufferPointer { batch in
+            for i in batch.indices {
+                do throws(StageFailure) {
+                    let request = try request(for: batch[i])
+                    let lane = batch[i].request.lane(pushType: request.pushType)
+                    items.append(HTTP2Item(
+                        sequence: batch[i].sequence, line: batch[i].line, id: batch[i].request.id, token: batch[i].request.token,
+                        request: consume request, topic: batch[i].request.topic, app: batch[i].request.app, lane: lane))
+                } catch {
+                    dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))
+                }
             }
         }
         return (items, dropped)
@@ -88,10 +89,12 @@ public struct APNsRequestBuilder: Sendable {
 
     /// The request for `envelope`; `makeID` makes the `apns-id` when the request has none.
     public func request(for envelope: Envelope, makeID: () -> String = APNsID.random) throws(StageFailure) -> APNsRequest {
-        var r = envelope.request
+        // Read in place, not copied (a copy retained some twenty references).
+        let r = envelope.request
         guard !envelope.payload.isEmpty else { throw StageFailure("no payload was built for this request", code: .internalFailure) }
-        let aps = try Self.aps(of: r)
-        let pushType = try Self.pushType(of: r, aps: aps)
+        // The `aps` dictionary as a model: the raw payload's, or the request's own (read where it is).
+        let rawAPS: APS? = if let raw = r.rawPayload { try PayloadValidator.validateRaw(raw) } else { nil }
+        let pushType = if let rawAPS { try Self.pushType(of: r, aps: rawAPS) } else { try Self.pushType(of: r, aps: r.aps) }
         let limit = r.isBroadcast ? Self.broadcastPayloadLimit : pushType.payloadLimit
         guard envelope.payload.count <= limit else {
             let what = r.isBroadcast ? "broadcast" : "\(pushType)"
@@ -105,15 +108,19 @@ public struct APNsRequestBuilder: Sendable {
         if let suffix = pushType.topicSuffix, !suffix.isEmpty, !base.hasSuffix(suffix) { topic += suffix }
         // A background push is content-available only: the payload builder's priority rule
         // (5 when none is given, 10 refused) is APNs' rule for it.
-        if pushType == .background { try PayloadValidator.applyPriorityRule(aps, to: &r) }
+        var priority = r.priority
+        if pushType == .background {
+            priority = if let rawAPS { try PayloadValidator.priority(priority, underRuleFor: rawAPS) }
+                else { try PayloadValidator.priority(priority, underRuleFor: r.aps) }
+        }
         if let c = r.collapseID, c.utf8.count > 64 { throw StageFailure("\"collapse-id\" is \(c.utf8.count) bytes; at most 64") }
 
         let id = r.apnsID?.lowercased() ?? makeID()
         var headers = [APNsRequest.Header("apns-push-type", pushType.rawValue), .init("apns-topic", topic), .init("apns-id", id)]
         if let e = r.expiry { headers.append(.init("apns-expiration", String(e))) }
-        if let priority = r.priority { headers.append(.init("apns-priority", String(priority.rawValue))) }
+        if let priority { headers.append(.init("apns-priority", String(priority.rawValue))) }
         if let c = r.collapseID { headers.append(.init("apns-collapse-id", c)) }
-        return APNsRequest(path: "/3/device/" + r.token.hex, headers: headers, body: envelope.payload, pushType: pushType, apnsID: id)
+        return APNsRequest(path: r.token.hex(after: "/3/device/"), headers: headers, body: envelope.payload, pushType: pushType, apnsID: id)
     }
 
     /// Broadcasts (like VoIP pushes) may carry 5120 bytes.
@@ -139,11 +146,6 @@ public struct APNsRequestBuilder: Sendable {
             path: "/4/broadcasts/apps/" + bundleID, headers: headers, body: body, pushType: pushType, apnsID: id, channelID: channel)
     }
 
-    /// The request's `aps` dictionary as a model: its own, or its raw payload's.
-    static func aps(of r: NotificationRequest) throws(StageFailure) -> APS {
-        guard let raw = r.rawPayload else { return r.aps }
-        return try PayloadValidator.validateRaw(raw)
-    }
 
     /// The push type the request names, checked against its payload (`aps`),
     /// or the one its payload implies: a Live Activity `event` → `liveactivity`;

@@ -73,11 +73,14 @@
         }
     }
 
-    /// Lowercase hex text of `bytes`.
-    package static func string(_ bytes: UnsafeRawBufferPointer) -> String {
-        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            if let base = out.baseAddress { encode(bytes, into: base) }
-            return bytes.count * 2
+    /// Lowercase hex text of `bytes`, after `prefix` (one string built, not two joined).
+    package static func string(_ bytes: UnsafeRawBufferPointer, after prefix: StaticString = "") -> String {
+        let n = prefix.utf8CodeUnitCount
+        return String(unsafeUninitializedCapacity: n + bytes.count * 2) { out in
+            guard let base = out.baseAddress else { return 0 }
+            base.update(from: prefix.utf8Start, count: n)
+            encode(bytes, into: base + n)
+            return n + bytes.count * 2
         }
     }
 

@@ -90,12 +90,17 @@ public enum PayloadValidator {
     /// A `content-available`-only push may not go with priority 10 (APNs
     /// rejects it); with no priority, it gets 5.
     public static func applyPriorityRule(_ aps: APS, to request: inout NotificationRequest) throws(StageFailure) {
-        guard isContentAvailableOnly(aps) else { return }
-        switch request.priority {
-        case nil: request.priority = .considerPower
+        request.priority = try priority(request.priority, underRuleFor: aps)
+    }
+
+    /// ``applyPriorityRule(_:to:)`` on a priority alone: the one to send for `aps`.
+    public static func priority(_ priority: Priority?, underRuleFor aps: APS) throws(StageFailure) -> Priority? {
+        guard isContentAvailableOnly(aps) else { return priority }
+        switch priority {
+        case nil: return .considerPower
         case .immediately?:
             throw StageFailure("a content-available-only push (no alert, badge or sound) cannot have priority 10; use priority 5 or 1, or leave priority out")
-        default: break
+        default: return priority
         }
     }
 

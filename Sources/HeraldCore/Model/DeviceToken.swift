@@ -115,6 +115,11 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         withUnsafeBytes { Hex.string($0) }
     }
 
+    /// `prefix` and the hex digits, in one string (a request's `:path`).
+    package func hex(after prefix: StaticString) -> String {
+        withUnsafeBytes { Hex.string($0, after: prefix) }
+    }
+
     /// The first and last four hex digits, for logs: `a1b2…e9f0`.
     public var redacted: String {
         let h = hex

@@ -57,8 +57,10 @@ public struct HTTP2Item: Sendable, LaneCarrying {
     /// Not sent again before then.
     var notBefore: Duration = .zero
 
-    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, request: APNsRequest, topic: String? = nil, app: String? = nil) {
+    public init(sequence: UInt64, line: Int?, id: UInt32?, token: DeviceToken, request: APNsRequest, topic: String? = nil, app: String? = nil,
+                lane: Lane = .fast) {
         self.app = app
+        self.lane = lane
         self.sequence = sequence
         self.line = line
         self.id = id
