@@ -155,7 +155,7 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         } else if type == Self.tlsEvent, case .handshakeCompleted(let version, _, _, let resumed, _) = event as! TLSEvent {
             driver.handshakeCompleted(connection, protocolVersion: version, resumed: resumed)
         }
-        context.fireUserInboundEventTriggered(event)
+        // Not passed on: this is the pipeline's last handler, and its tail discards events (several a request).
     }
 
     /// `event`, whose type was seen to be `T`, as a `T`: a dynamic cast (`as!`) searched the
