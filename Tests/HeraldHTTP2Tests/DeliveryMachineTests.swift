@@ -81,6 +81,28 @@ struct HTTP2DeliveryMachineTests {
         #expect(m.takeOutcomes().map(\.outcome) == [.accepted])
     }
 
+    @Test("the authorization header: asked of the shared tokens once a second; an expired answer resends with the new token in the same second; a token another machine signed is taken from the next second")
+    func bearerHeader() throws {
+        let key = try ProviderTokenKey(pem: P256.Signing.PrivateKey().pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
+        let shared = SharedProviderTokens(ProviderTokens(key: key))
+        var a = HTTP2DeliveryMachine(sharedTokens: shared), b = HTTP2DeliveryMachine(sharedTokens: shared)
+        let s = a.start((0..<3).map(item), now: t0)
+        let first = try #require(s.first?.authorization)
+        #expect(s.count == 3 && s.allSatisfy { $0.authorization == first } && first.hasPrefix("bearer ") && shared.signed == 1)
+        #expect(b.start([item(5)], now: t0).first?.authorization == first)
+
+        a.answered(s[0].stream, APNsResponse(status: 403, reason: "ExpiredProviderToken"), now: t0)
+        let again = a.sends()
+        let second = try #require(again.first?.authorization)
+        #expect(again.count == 1 && second != first && shared.signed == 2, "resent at once with the token signed for it")
+
+        b.enqueue([item(6)], now: t0 + .milliseconds(500))
+        #expect(b.sends().first?.authorization == first, "within the second, the header it holds")
+        b.enqueue([item(7)], now: t0 + .seconds(1))
+        #expect(b.sends().first?.authorization == second, "the next second, the token the other machine signed")
+        #expect(shared.signed == 2)
+    }
+
     @Test("429 TooManyRequests waits retryLaterDelay; 410 reports the dead token with its timestamp")
     func retryLaterAnd410() throws {
         var m = try machine()

@@ -60,6 +60,8 @@ extension HTTP2DeliveryMachine {
             outcomes.append(item.record(.failed(failure), response))
             return
         }
+        // The kept header is asked for again: the token may be replaced now (or was, by another machine).
+        bearerCache = nil
         guard let tokens, let sent = authorization?.dropFirst("bearer ".count) else {
             outcomes.append(item.record(.failed(OutcomeReason(.credentialRejected, "APNs wants a provider token and none is configured")), response))
             return

@@ -25,13 +25,11 @@ extension HTTP2DeliveryMachine {
             let connID = slots[s].connection!.id
             var room = slots[s].connection!.maxStreams - slots[s].connection!.openCount
             while room > 0, let item = bulkStreams.allows(bulkInFlight: bulkInFlight) ? queue.popFirst() : queue.popFast() {
-                var authorization: String?
-                if let tokens {
-                    do { authorization = "bearer " + (try tokens.token(now: Int64(now.components.seconds))) } catch {
-                        queue.prepend(item)
-                        fail(OutcomeReason(.credentialRejected, error.description))
-                        return
-                    }
+                let authorization: String?
+                do { authorization = try bearer(now: now) } catch {
+                    queue.prepend(item)
+                    fail(OutcomeReason(.credentialRejected, error.description))
+                    return
                 }
                 lastStream += 1
                 statistics.streams += 1
@@ -44,6 +42,22 @@ extension HTTP2DeliveryMachine {
                 room -= 1
             }
         }
+    }
+
+    /// The `authorization` header for a request sent at `now` (nil without provider tokens).
+    /// The shared tokens (a lock every machine of the transport takes) are asked once a
+    /// second, and the header is built once a token, not once a request: a token changes
+    /// only when it is refreshed (on the second) or when APNs calls it expired, which
+    /// forgets the one kept (``refreshToken(_:sentWith:_:now:)``). A token another machine
+    /// signed meanwhile is taken within the second.
+    mutating func bearer(now: Duration) throws(ProviderTokenError) -> String? {
+        guard let tokens else { return nil }
+        let second = Int64(now.components.seconds)
+        if let kept = bearerCache, kept.second == second { return kept.header }
+        let token = try tokens.token(now: second)
+        let header = bearerCache.flatMap { $0.token == token ? $0.header : nil } ?? "bearer " + token
+        bearerCache = (token, header, second)
+        return header
     }
 
     /// Stream `stream`'s request, no longer on a stream (the bulk lane's count kept with it).

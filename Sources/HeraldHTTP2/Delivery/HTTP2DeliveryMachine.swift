@@ -77,6 +77,8 @@ public struct HTTP2DeliveryMachine: Sendable {
     public let policy: HTTP2DeliveryPolicy
     /// The team's provider token, shared with every other machine of the same transport.
     public let tokens: SharedProviderTokens?
+    /// The current token's `authorization` header and the second it was read at (``bearer(now:)``).
+    var bearerCache: (token: String, header: String, second: Int64)?
     var slots: [Slot]
     /// Connections after GOAWAY (or an answer that retires them) with streams still open:
     /// out of their slot, which opens a replacement at once.
