@@ -44,6 +44,25 @@ struct PacedSource: NotificationSource {
     }
 }
 
+/// `Tests/Interop/h2_ping_server.py` (Python h2) on loopback, PINGing every `pingInterval`
+/// seconds, and a transport configuration for it: one connection, TLS trusting the shared CA.
+func startPingServer(pingInterval: String, maxSeconds: String = "300") async throws -> (ExternalServer, HTTP2TransportConfiguration) {
+    let python = try await interopPython()
+    let certs = sharedCertificates
+    let server = try await ExternalServer.start(python, [
+        repositoryRoot().appendingPathComponent("Tests/Interop/h2_ping_server.py").path,
+        "--cert", certs.serverCertificate, "--key", certs.serverKey, "--host", "127.0.0.1", "--port", "0",
+        "--ping-interval", pingInterval, "--max-seconds", maxSeconds,
+    ])
+    let port = (server.ready["port"] as? NSNumber)?.intValue ?? -1
+    var config = HTTP2TransportConfiguration(
+        host: "127.0.0.1", port: port, tls: .client(identity: nil, trust: .caFile(certs.caCertificate)))
+    config.serverName = "localhost"
+    config.defaultTopic = "com.example.app"
+    config.delivery.connections = 1
+    return (server, config)
+}
+
 /// Its bounds are wall-clock ones (a PING answered within 1 s, requests within
 /// 1.5 s), which a fully loaded 2-core parallel run stretches: `.ci/run` runs
 /// it apart, after the parallel run (`HERALD_TIMING_APART=1` skips it there).
@@ -53,19 +72,7 @@ struct PacedSource: NotificationSource {
 struct ObserverOffLoopTests {
     @Test("an observer blocks 2 s: the connection keeps answering PINGs within 1 s, every request is accepted, none times out")
     func blockingObserver() async throws {
-        let python = try await interopPython()
-        let certs = sharedCertificates
-        let server = try await ExternalServer.start(python, [
-            repositoryRoot().appendingPathComponent("Tests/Interop/h2_ping_server.py").path,
-            "--cert", certs.serverCertificate, "--key", certs.serverKey, "--host", "127.0.0.1", "--port", "0",
-            "--ping-interval", "0.05", "--max-seconds", "300",
-        ])
-        let port = (server.ready["port"] as? NSNumber)?.intValue ?? -1
-        var config = HTTP2TransportConfiguration(
-            host: "127.0.0.1", port: port, tls: .client(identity: nil, trust: .caFile(certs.caCertificate)))
-        config.serverName = "localhost"
-        config.defaultTopic = "com.example.app"
-        config.delivery.connections = 1
+        var (server, config) = try await startPingServer(pingInterval: "0.05")
         // Short enough that a request held up behind a blocked event loop (2 s) would time out.
         config.delivery.requestTimeout = .milliseconds(1500)
 

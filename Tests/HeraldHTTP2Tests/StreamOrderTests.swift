@@ -21,19 +21,7 @@ import Testing
 struct StreamOrderTests {
     @Test("600 requests in batches of 200 on one connection: every body completes after the one before it")
     func bodiesInOrder() async throws {
-        let python = try await interopPython()
-        let certs = sharedCertificates
-        let server = try await ExternalServer.start(python, [
-            repositoryRoot().appendingPathComponent("Tests/Interop/h2_ping_server.py").path,
-            "--cert", certs.serverCertificate, "--key", certs.serverKey, "--host", "127.0.0.1", "--port", "0",
-            "--ping-interval", "600", "--max-seconds", "300",
-        ])
-        let port = (server.ready["port"] as? NSNumber)?.intValue ?? -1
-        var config = HTTP2TransportConfiguration(
-            host: "127.0.0.1", port: port, tls: .client(identity: nil, trust: .caFile(certs.caCertificate)))
-        config.serverName = "localhost"
-        config.defaultTopic = "com.example.app"
-        config.delivery.connections = 1
+        var (server, config) = try await startPingServer(pingInterval: "600", maxSeconds: "900")
         // A parallel test run can slow the Python server to a few dozen answers a second: no
         // request times out (a resend would rightly come out of order) and the drain waits.
         config.delivery.requestTimeout = .seconds(600)
