@@ -70,18 +70,17 @@ public struct APNsRequestBuilder: Sendable {
         var items: [HTTP2Item] = []
         items.reserveCapacity(batch.count)
         var dropped: [OutcomeRecord] = []
-        // Read in place: `let e = batch[i]` copied the whole envelope (some twenty references).
-        batch.withUnsafeBufferPointer { batch in
-            for i in batch.indices {
-                do throws(StageFailure) {
-                    let request = try request(for: batch[i])
-                    let lane = batch[i].request.lane(pushType: request.pushType)
-                    items.append(HTTP2Item(
-                        sequence: batch[i].sequence, line: batch[i].line, id: batch[i].request.id, token: batch[i].request.token,
-                        request: consume request, topic: batch[i].request.topic, app: batch[i].request.app, lane: lane))
-                } catch {
-                    dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))
-                }
+        for i in batch.indices {
+            do throws(StageFailure) {
+                // Read through the array: `let e = batch[i]` copied the whole envelope (some twenty
+                // references) for every read. The call below still copies it once (its disassembly).
+                let request = try request(for: batch[i])
+                let lane = batch[i].request.lane(pushType: request.pushType)
+                items.append(HTTP2Item(
+                    sequence: batch[i].sequence, line: batch[i].line, id: batch[i].request.id, token: batch[i].request.token,
+                    request: request, topic: batch[i].request.topic, app: batch[i].request.app, lane: lane))
+            } catch {
+                dropped.append(batch[i].record(.dropped(OutcomeReason(error.code, error.reason))))
             }
         }
         return (items, dropped)
@@ -89,7 +88,7 @@ public struct APNsRequestBuilder: Sendable {
 
     /// The request for `envelope`; `makeID` makes the `apns-id` when the request has none.
     public func request(for envelope: Envelope, makeID: () -> String = APNsID.random) throws(StageFailure) -> APNsRequest {
-        // Read in place, not copied (a copy retained some twenty references).
+        // A `let`: the `var` it was copied the request (some twenty references) to change its priority.
         let r = envelope.request
         guard !envelope.payload.isEmpty else { throw StageFailure("no payload was built for this request", code: .internalFailure) }
         // The `aps` dictionary as a model: the raw payload's, or the request's own (read where it is).
@@ -145,7 +144,6 @@ public struct APNsRequestBuilder: Sendable {
         return APNsRequest(
             path: "/4/broadcasts/apps/" + bundleID, headers: headers, body: body, pushType: pushType, apnsID: id, channelID: channel)
     }
-
 
     /// The push type the request names, checked against its payload (`aps`),
     /// or the one its payload implies: a Live Activity `event` → `liveactivity`;

@@ -318,7 +318,7 @@ extension NIOHTTP2Handler.ConnectionConfiguration {
 /// HTTP/2 handler as it writes it (which orders the DATA frames) and the socket once a step.
 /// Flushes at any other time (the library's own frames, PINGs, window updates) pass at once.
 final class FlushBatcher: ChannelOutboundHandler, @unchecked Sendable {
-    typealias OutboundIn = ByteBuffer
+    typealias OutboundIn = IOData  // what `NIOHTTP2Handler` writes; passed on as it is
     var holding = false
     var held = false
     var context: ChannelHandlerContext?
