@@ -92,6 +92,8 @@ public struct APNsRequestBuilder: Sendable {
         let r = envelope.request
         guard !envelope.payload.isEmpty else { throw StageFailure("no payload was built for this request", code: .internalFailure) }
         // The `aps` dictionary as a model: the raw payload's, or the request's own (read where it is).
+        // The choice is written out here and for the priority below: through a closure taking the
+        // model, the sending thread took about a sixth more CPU (perf, bench http2 --url).
         let rawAPS: APS? = if let raw = r.rawPayload { try PayloadValidator.validateRaw(raw) } else { nil }
         let pushType = if let rawAPS { try Self.pushType(of: r, aps: rawAPS) } else { try Self.pushType(of: r, aps: r.aps) }
         let limit = r.isBroadcast ? Self.broadcastPayloadLimit : pushType.payloadLimit

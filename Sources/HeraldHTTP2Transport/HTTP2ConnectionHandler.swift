@@ -128,12 +128,11 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: pingPayload), ack: false))), promise: nil)
     }
 
-    /// The step's end: what the streams written since wrote goes to the socket, in one flush.
+    /// The step's end: what the streams written since wrote goes to the socket, in one flush
+    /// (`NIOHTTP2Handler`'s own, when it wrote something since, else the one the batcher kept).
     func flush() {
         queuedFlush = false
-        batcher.holding = true
         context?.flush()
-        batcher.holding = false
         batcher.release()
     }
 
