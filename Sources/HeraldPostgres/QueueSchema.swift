@@ -305,6 +305,7 @@ public enum QueueSchema {
         lanes,
         scheduled,
         plans,
+        transactionRows,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.
