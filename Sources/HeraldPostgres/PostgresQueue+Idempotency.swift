@@ -44,6 +44,7 @@ extension PostgresQueue {
         _ bodies: [String], placements: [Placement]? = nil, idempotencyKey key: String, fingerprint: String, window: Duration
     ) async throws(QueueError) -> KeyedEnqueue {
         let seconds = window.inSeconds
+        let placements = placements ?? bodies.map(Placement.init(of:))
         let result = try await named("enqueueing \(bodies.count) rows under an idempotency key") { [self] in
             try await client.withTransaction(logger: logger) { connection -> KeyedEnqueue in
                 // Claims the key (new, or past the window), or finds it taken; a concurrent
@@ -71,7 +72,10 @@ extension PostgresQueue {
                 return .enqueued(ids)
             }
         }
-        if case .enqueued = result { wakeWorkers() }
+        if case .enqueued = result {
+            await analyzeIfGrown(by: bodies.count)
+            wakeWorkers(for: placements)
+        }
         await forgetExpiredKeys(window: window)
         return result
     }
