@@ -306,6 +306,7 @@ public enum QueueSchema {
         scheduled,
         plans,
         transactionRows,
+        noTableScans,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.
