@@ -23,22 +23,12 @@ struct ClaimPlanTests {
         _ = try await cluster.psql(db, "INSERT INTO notifications (body, lane) SELECT 'campaign ' || g, 'bulk' FROM generate_series(1, 200000) g")
         // One claim first: the sessions are open and their statements prepared.
         _ = try await queue.claim(limit: 50, token: 1)
-        try await Task.sleep(for: .milliseconds(1500))
-        let before = try await read(cluster, db)
-        var rows = 0
-        for k in 0..<20 { rows += try await queue.claim(limit: 50, token: Int64(k + 2)).rows.count }
-        // Each session's counts reach the view when it ends.
-        await queue.close()
-        try await Task.sleep(for: .milliseconds(1500))
-        let after = try await read(cluster, db)
-        let (index, heap) = (after.index - before.index, after.heap - before.heap)
-        print("20 claims, \(rows) rows: \(index) index blocks, \(heap) heap blocks read")
+        let (rows, blocks) = try await twentyClaims(cluster, db, queue, from: 2)
         #expect(rows == 1000)
         // A few blocks per claim in the index (the cursor's probes, the lease's range), a few per
         // row in the heap (each row's visibility and body). Walking the backlog: about 700 index
         // blocks a claim; a bitmap of the batch: its 1,500 heap pages a claim.
-        #expect(index < 2_000, "\(index) index blocks for 20 claims of 50")
-        #expect(heap < 12_000, "\(heap) heap blocks for 20 claims of 50")
+        expectFew("20 claims", rows: rows, read: blocks, under: (index: 2_000, heap: 12_000))
         let settings = try await cluster.psql(db, "SELECT string_agg(proname || ' ' || array_to_string(proconfig, ','), '; ' ORDER BY proname, proconfig) FROM pg_proc WHERE proname IN ('herald_claim_lease', 'herald_batch_end', 'herald_unclaimed')")
         #expect(settings.components(separatedBy: "enable_bitmapscan=off,jit=off,enable_seqscan=off,max_parallel_workers_per_gather=0").count == 5, "\(settings)")
     }
@@ -68,22 +58,14 @@ struct ClaimPlanTests {
         #expect(taken == "200000")
         // One claim first (its sessions' statements prepared: the alert's row), and the ended
         // sessions' counts in the view.
-        var rows = try await queue.claim(limit: 50, token: 2).rows.count
-        try await Task.sleep(for: .milliseconds(1500))
-        let before = try await read(cluster, db)
-        for k in 0..<20 { rows += try await queue.claim(limit: 50, token: Int64(k + 3)).rows.count }
-        await queue.close()
-        try await Task.sleep(for: .milliseconds(1500))
-        let after = try await read(cluster, db)
-        let (index, heap) = (after.index - before.index, after.heap - before.heap)
-        print("20 claims after the campaign was analyzed, \(rows) rows: \(index) index blocks, \(heap) heap blocks read")
+        let first = try await queue.claim(limit: 50, token: 2).rows.count
+        let (rows, blocks) = try await twentyClaims(cluster, db, queue, from: 3)
         // The alert, and nothing else.
-        #expect(rows == 1)
+        #expect(first + rows == 1)
         // Through the primary key, every claim read the campaign for the alert's transaction: about
         // 35,000 index and 128,000 heap blocks for the 20; with the estimate, 1,200 and 125 alone
         // (3,900 index blocks once in a parallel run of the whole suite).
-        #expect(index < 10_000, "\(index) index blocks for 20 claims")
-        #expect(heap < 2_000, "\(heap) heap blocks for 20 claims")
+        expectFew("20 claims after the campaign was analyzed", rows: rows, read: blocks, under: (index: 10_000, heap: 2_000))
     }
 
     @Test("Rows inserted that at least double the table make its statistics anew (the claim's plans a worker's sessions cached for the small table would read a campaign's every row): analyzed once after 20,000 rows into a table of 10, not after 10 more; 20 claims then read a few blocks each")
@@ -107,20 +89,11 @@ struct ClaimPlanTests {
         #expect(try await analyzes() == before + 1, "an ANALYZE after 10 more rows")
         // The producer's sessions' counts (the COPY's index inserts) reach the view as they end.
         await producer.close()
-        try await Task.sleep(for: .milliseconds(1500))
-        let blocks = try await read(cluster, db)
-        var rows = 0
-        for k in 0..<20 { rows += try await worker.claim(limit: 50, token: Int64(k + 100)).rows.count }
-        await worker.close()
-        try await Task.sleep(for: .milliseconds(1500))
-        let after = try await read(cluster, db)
-        let (index, heap) = (after.index - blocks.index, after.heap - blocks.heap)
-        print("20 claims after the campaign's ANALYZE, \(rows) rows: \(index) index blocks, \(heap) heap blocks read")
+        let (rows, blocks) = try await twentyClaims(cluster, db, worker, from: 100)
         #expect(rows == 1000)
         // With the plans cached for 10 rows (no ANALYZE): about 31,000 heap blocks, the campaign
         // read for each claim; with: about 300.
-        #expect(index < 2_000, "\(index) index blocks for 20 claims of 50")
-        #expect(heap < 5_000, "\(heap) heap blocks for 20 claims of 50")
+        expectFew("20 claims after the campaign's ANALYZE", rows: rows, read: blocks, under: (index: 2_000, heap: 5_000))
     }
 
     @Test("At a batch's end the lane's rows left after the cursor are counted from the cursor on, not by a scan of the table (migration 16): 20 looks for the fast lane, each finding an alert, after its 20,000 earlier rows were claimed beside a 200,000-row campaign, the statistics made with both")
@@ -140,18 +113,42 @@ struct ClaimPlanTests {
             return try await queue.claim(limit: 50, token: token, bulk: false, inFlight: { [] }, leased: { _ in }).rows.count
         }
         var rows = try await look(2)
+        let blocks = try await blocksRead(cluster, db, closing: queue) {
+            for k in 0..<20 { rows += try await look(Int64(k + 3)) }
+        }
+        #expect(rows == 21)
+        // Counting by a scan of the table: its 1,600 pages for every look.
+        expectFew("20 looks for the fast lane", rows: rows, read: blocks, under: (index: 5_000, heap: 5_000))
+    }
+
+    /// Index and heap blocks read from `notifications` by `run`, counted once the sessions ended
+    /// before it have reported theirs, and after `queue` (whose sessions ran it) is closed: each
+    /// session's counts reach the view when it ends, or at most once a second.
+    func blocksRead(_ cluster: PostgresCluster, _ db: String, closing queue: PostgresQueue, _ run: () async throws -> Void) async throws -> (index: Int, heap: Int) {
         try await Task.sleep(for: .milliseconds(1500))
         let before = try await read(cluster, db)
-        for k in 0..<20 { rows += try await look(Int64(k + 3)) }
+        try await run()
         await queue.close()
         try await Task.sleep(for: .milliseconds(1500))
         let after = try await read(cluster, db)
-        let (index, heap) = (after.index - before.index, after.heap - before.heap)
-        print("20 looks for the fast lane, \(rows) rows: \(index) index blocks, \(heap) heap blocks read")
-        #expect(rows == 21)
-        // Counting by a scan of the table: its 1,600 pages for every look.
-        #expect(index < 5_000, "\(index) index blocks for 20 looks")
-        #expect(heap < 5_000, "\(heap) heap blocks for 20 looks")
+        return (after.index - before.index, after.heap - before.heap)
+    }
+
+    /// 20 claims of 50 rows by `queue` (their tokens from `token` on), which is closed after: the
+    /// rows they took and the blocks they read.
+    func twentyClaims(_ cluster: PostgresCluster, _ db: String, _ queue: PostgresQueue, from token: Int64) async throws -> (rows: Int, blocks: (index: Int, heap: Int)) {
+        var rows = 0
+        let blocks = try await blocksRead(cluster, db, closing: queue) {
+            for k in 0..<20 { rows += try await queue.claim(limit: 50, token: token + Int64(k)).rows.count }
+        }
+        return (rows, blocks)
+    }
+
+    /// Says what `what` read, and expects it under `bound`.
+    func expectFew(_ what: String, rows: Int, read: (index: Int, heap: Int), under bound: (index: Int, heap: Int), sourceLocation: SourceLocation = #_sourceLocation) {
+        print("\(what), \(rows) rows: \(read.index) index blocks, \(read.heap) heap blocks read")
+        #expect(read.index < bound.index, "\(read.index) index blocks for \(what)", sourceLocation: sourceLocation)
+        #expect(read.heap < bound.heap, "\(read.heap) heap blocks for \(what)", sourceLocation: sourceLocation)
     }
 
     /// Index and heap blocks read from `notifications` so far (a session's counts reach the view when it ends).
