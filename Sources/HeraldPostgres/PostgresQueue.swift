@@ -35,7 +35,7 @@ public final class PostgresQueue: Service, Sendable {
     /// The pool for the prepared claim and outcome write (``PostgresQueueConfiguration/plannedClient``).
     let planned: PostgresClient
     let logger: Logger
-    /// Bumped by every `NOTIFY` on ``QueueSchema/channel``, and by this process's own producers (``wakeWorkers()``).
+    /// Bumped by every `NOTIFY` on ``QueueSchema/channel``, and by this process's own producers (``wakeWorkers(fastLane:)``).
     let notifications = Atomic<Int>(0)
     /// Asks ``run()`` to send a `NOTIFY` (``wakeWorkers(fastLane:)``); holds at most one, so requests
     /// made while one is being sent become one more.
