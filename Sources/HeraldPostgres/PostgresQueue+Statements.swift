@@ -54,13 +54,13 @@ extension PostgresQueue {
     /// made for the smaller table (a generic plan is not made again as a table grows, only when
     /// its statistics change), and chose paths that read every row of a campaign committed since:
     /// a sequential scan to count the fast lane's few rows, the primary key for a transaction's
-    /// rows, 20-50 ms a claim and a look (the lanes bench through the queue, after the warm-up's
-    /// claims on a 10-row table: alerts 150-250 ms from enqueue to outcome in most runs).
-    /// PostgreSQL's advice after a bulk load, and what autovacuum does only at its next round
-    /// (a minute). Before the wake-up: the workers it wakes plan with the new statistics (the
-    /// caller waits for the `ANALYZE`, a sample of the table: under 0.1 s here for 100,000 and for
-    /// 1,000,000 rows, once a doubling). A role
-    /// that does not own the table is only warned; a failure is logged.
+    /// rows, 17-50 ms a claim and a look (the lanes bench through the queue, after the warm-up's
+    /// claims on a 10-row table: alerts 100-250 ms from enqueue to outcome in about one run of
+    /// three). PostgreSQL's advice after a bulk load, and what autovacuum does only at its next
+    /// round (a minute). Before the wake-up: the workers it wakes plan with the new statistics
+    /// (the caller waits for the `ANALYZE`, a sample of the table: under 0.1 s here for 100,000
+    /// and for 1,000,000 rows, once a doubling). A role that does not own the table is only
+    /// warned; a failure is logged.
     func analyzeIfGrown(by inserted: Int) async {
         let total = insertedSinceLook.add(inserted, ordering: .relaxed).newValue
         guard total >= Self.growthLook else { return }
