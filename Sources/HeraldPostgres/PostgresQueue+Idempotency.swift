@@ -74,7 +74,7 @@ extension PostgresQueue {
         }
         if case .enqueued = result {
             await analyzeIfGrown(by: bodies.count)
-            wakeWorkers(for: placements)
+            wakeWorkers()
         }
         await forgetExpiredKeys(window: window)
         return result

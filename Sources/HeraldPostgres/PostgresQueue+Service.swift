@@ -15,7 +15,7 @@ extension PostgresQueue {
             try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, placements: placements, on: connection) }
         }
         await analyzeIfGrown(by: bodies.count)
-        wakeWorkers(for: placements)
+        wakeWorkers()
         return ids
     }
 

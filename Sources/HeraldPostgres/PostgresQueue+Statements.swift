@@ -7,7 +7,7 @@ extension PostgresQueue {
     /// Inserts request lines as queued rows, in one `COPY` (a third cheaper for the database than an
     /// `INSERT` of the same rows: the queue's end-to-end rate is bounded by the database's CPU); returns
     /// how many were inserted: all of them, or an error (the `COPY` is one statement). Idle workers
-    /// are woken once it has committed (``wakeWorkers(fastLane:)``). Each row's lane and `send-at` are
+    /// are woken once it has committed (``wakeWorkers()``). Each row's lane and `send-at` are
     /// `placements`' (one per body), else its request's (``Placement/init(of:)``); a row with a
     /// `send-at` is held in `herald_scheduled` (schema 13) until then, inserted in the same
     /// transaction.
@@ -41,7 +41,7 @@ extension PostgresQueue {
             }
         }
         await analyzeIfGrown(by: bodies.count)
-        wakeWorkers(for: placements)
+        wakeWorkers()
         return bodies.count
     }
 
@@ -74,12 +74,6 @@ extension PostgresQueue {
         } catch {
             logger.debug("ANALYZE after \(total) rows inserted failed (autovacuum analyzes the table at its next round): \(QueueError.explain(error))")
         }
-    }
-
-    /// ``wakeWorkers(fastLane:)`` for rows just committed: the fast lane's wake-up when one of them
-    /// goes in the fast lane now (not held for a `send-at`).
-    func wakeWorkers(for placements: [Placement]) {
-        wakeWorkers(fastLane: placements.contains { $0.lane == .fast && $0.sendAt == nil })
     }
 
     /// Where a row goes: its lane, and its `send-at` (milliseconds since the epoch) when it is held until then.

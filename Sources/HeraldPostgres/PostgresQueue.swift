@@ -35,14 +35,11 @@ public final class PostgresQueue: Service, Sendable {
     /// The pool for the prepared claim and outcome write (``PostgresQueueConfiguration/plannedClient``).
     let planned: PostgresClient
     let logger: Logger
-    /// Bumped by every `NOTIFY` on ``QueueSchema/channel``, and by this process's own producers (``wakeWorkers(fastLane:)``).
+    /// Bumped by every `NOTIFY` on ``QueueSchema/channel``, and by this process's own producers (``wakeWorkers()``).
     let notifications = Atomic<Int>(0)
-    /// Asks ``run()`` to send a `NOTIFY` (``wakeWorkers(fastLane:)``); holds at most one, so requests
-    /// made while one is being sent become one more.
+    /// Asks ``run()`` to send a `NOTIFY` (``wakeWorkers()``); holds at most one, so requests made
+    /// while one is being sent become one more.
     let wakeRequests: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
-    /// A wake-up asked for rows of the fast lane and not sent yet: the gap after a `NOTIFY` is then
-    /// ``fastLaneWakeGap``, not `poll`.
-    let fastLaneWake = Atomic<Bool>(false)
     /// Rows inserted since ``analyzeIfGrown(by:)`` last looked at the table's statistics.
     let insertedSinceLook = Atomic<Int>(0)
     /// Asks ``run()`` to start listening (once: the first worker that waits).
@@ -124,28 +121,18 @@ public final class PostgresQueue: Service, Sendable {
     /// Tells idle workers that rows were committed: this process's own at once, others by a
     /// `NOTIFY` on ``QueueSchema/channel`` that ``run()`` sends from a session of its own, after
     /// the caller's transaction, so the caller neither waits for it nor takes the commit-time lock a
-    /// `NOTIFY` in its own transaction would. At most one `NOTIFY` per `poll`, what is asked in
-    /// between sent when that `poll` is up; for rows of the fast lane (`fastLane`) one per
-    /// ``fastLaneWakeGap``: an alert is not left for a worker's next look (docs/scale-out.md,
-    /// "Waking workers").
-    public func wakeWorkers(fastLane: Bool = false) {
+    /// `NOTIFY` in its own transaction would. At most one `NOTIFY` per `poll`: what is asked in
+    /// between is sent when that `poll` is up (docs/scale-out.md, "Waking workers").
+    public func wakeWorkers() {
         notifications.add(1, ordering: .releasing)
-        if fastLane { fastLaneWake.store(true, ordering: .releasing) }
         if !quiet.load(ordering: .relaxed) { wakeRequests.continuation.yield() }
     }
-
-    /// The least time between two `NOTIFY`s that announce rows of the fast lane: a producer
-    /// enqueueing alerts one at a time sends at most 200 a second (one per row cost 16 one-row
-    /// producers 31% of their rate, below).
-    static let fastLaneWakeGap = Duration.milliseconds(5)
 
     func sendWakeUps() async {
         for await _ in wakeRequests.stream {
             // One per row cost 16 one-row producers 31% of their rate, one per 20 ms each 22% (a debug
             // build, 2 cores); other workers look every `poll` anyway, and after a wake-up sooner.
-            // What this NOTIFY announces: rows committed before it, the fast lane's among them.
-            fastLaneWake.store(false, ordering: .releasing)
-            let sent = ContinuousClock.now
+            let next = ContinuousClock.now + configuration.poll
             do {
                 // Bounded: a stop waits for the last one.
                 try await answered(within: .seconds(5)) { [self] in
@@ -154,11 +141,7 @@ public final class PostgresQueue: Service, Sendable {
             } catch {
                 logger.debug("NOTIFY failed (idle workers find the rows at their next poll): \(QueueError.explain(error))")
             }
-            while !stopped.isOpen {
-                let gap = fastLaneWake.load(ordering: .acquiring) ? Self.fastLaneWakeGap : configuration.poll
-                if ContinuousClock.now - sent >= gap { break }
-                try? await Task.sleep(for: .milliseconds(2))
-            }
+            while !stopped.isOpen && ContinuousClock.now < next { try? await Task.sleep(for: .milliseconds(10)) }
         }
     }
 

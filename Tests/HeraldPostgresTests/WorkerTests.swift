@@ -132,38 +132,6 @@ struct WorkerTests {
         await queue.close()
     }
 
-    @Test("a producer's NOTIFY for rows of the fast lane is not held for its poll: after one for a campaign's rows, an alert's comes at once, and further bulk rows still wait for the poll")
-    func fastLaneWakeUp() async throws {
-        let (cluster, db) = try await freshDatabase()
-        let worker = try await openQueue(cluster, db, owner: "listener")
-        worker.startListening()
-        let clock = ContinuousClock()
-        func count(beyond seen: Int, within limit: Duration) async throws -> Bool {
-            let deadline = clock.now + limit
-            while worker.notificationCount == seen && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-            return worker.notificationCount > seen
-        }
-        #expect(try await count(beyond: 0, within: .seconds(10)), "not listening after 10 s")
-        // A producer elsewhere, sending at most one NOTIFY per 5 s poll.
-        var configuration = queueConfiguration(cluster, db)
-        configuration.poll = .seconds(5)
-        let producer = PostgresQueue(configuration: configuration, owner: "producer").start()
-        let bulk = PostgresQueue.Placement(lane: .bulk), fast = PostgresQueue.Placement(lane: .fast)
-        var seen = worker.notificationCount
-        #expect(try await producer.enqueue(requestLines(3).lines, placements: [bulk, bulk, bulk]) == 3)
-        #expect(try await count(beyond: seen, within: .seconds(10)), "no NOTIFY for the campaign's rows")
-        seen = worker.notificationCount
-        let alerted = clock.now
-        #expect(try await producer.enqueue(requestLines(1).lines, placements: [fast]) == 1)
-        #expect(try await count(beyond: seen, within: .seconds(3)), "the alert's NOTIFY waited for the poll")
-        print("the alert's NOTIFY seen after \(clock.now - alerted)")
-        seen = worker.notificationCount
-        #expect(try await producer.enqueue(requestLines(2).lines, placements: [bulk, bulk]) == 2)
-        #expect(!(try await count(beyond: seen, within: .seconds(1))), "bulk rows' NOTIFY came within the poll")
-        await producer.close()
-        await worker.close()
-    }
-
     @Test("a claim that finds nothing does not wait for the cursor (it does not lock it): idle workers do not queue behind a claim in progress")
     func emptyClaimLeavesCursor() async throws {
         let (cluster, db) = try await freshDatabase()
