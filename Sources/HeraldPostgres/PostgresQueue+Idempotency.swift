@@ -44,7 +44,6 @@ extension PostgresQueue {
         _ bodies: [String], placements: [Placement]? = nil, idempotencyKey key: String, fingerprint: String, window: Duration
     ) async throws(QueueError) -> KeyedEnqueue {
         let seconds = window.inSeconds
-        let placements = placements ?? bodies.map(Placement.init(of:))
         let result = try await named("enqueueing \(bodies.count) rows under an idempotency key") { [self] in
             try await client.withTransaction(logger: logger) { connection -> KeyedEnqueue in
                 // Claims the key (new, or past the window), or finds it taken; a concurrent
@@ -72,10 +71,7 @@ extension PostgresQueue {
                 return .enqueued(ids)
             }
         }
-        if case .enqueued = result {
-            await analyzeIfGrown(by: bodies.count)
-            wakeWorkers()
-        }
+        if case .enqueued = result { await committed(bodies.count) }
         await forgetExpiredKeys(window: window)
         return result
     }

@@ -10,19 +10,18 @@ extension PostgresQueue {
     /// Each row's lane and `send-at` are `placements`' (one per body), else its request's.
     public func enqueueReturningIDs(_ bodies: [String], placements: [Placement]? = nil) async throws(QueueError) -> [Int64] {
         guard !bodies.isEmpty else { return [] }
-        let placements = placements ?? bodies.map(Placement.init(of:))
         let ids = try await named("enqueueing \(bodies.count) rows") { [self] in
             try await client.withTransaction(logger: logger) { connection in try await insertRows(bodies, placements: placements, on: connection) }
         }
-        await analyzeIfGrown(by: bodies.count)
-        wakeWorkers()
+        await committed(bodies.count)
         return ids
     }
 
     /// Takes ids from the sequence for `bodies` and inserts them as queued rows (in the caller's
-    /// transaction), each in its lane (`placements`, one per body); a row with a `send-at`
+    /// transaction), each in its lane (`placements`, else its request's); a row with a `send-at`
     /// is held in `herald_scheduled` under its id.
-    func insertRows(_ bodies: [String], placements: [Placement], on connection: PostgresConnection) async throws -> [Int64] {
+    func insertRows(_ bodies: [String], placements: [Placement]?, on connection: PostgresConnection) async throws -> [Int64] {
+        let placements = placements ?? bodies.map(Placement.init(of:))
         guard placements.count == bodies.count else { throw QueueError("\(placements.count) placements for \(bodies.count) rows") }
         let now = placements.indices.filter { placements[$0].sendAt == nil }
         let lanes = now.map { placements[$0].lane.description }

@@ -40,9 +40,15 @@ extension PostgresQueue {
                 }
             }
         }
-        await analyzeIfGrown(by: bodies.count)
-        wakeWorkers()
+        await committed(bodies.count)
         return bodies.count
+    }
+
+    /// After a producer's transaction committed `count` rows: the table's statistics made anew if
+    /// it grew enough (``analyzeIfGrown(by:)``), then the workers woken (``wakeWorkers()``).
+    func committed(_ count: Int) async {
+        await analyzeIfGrown(by: count)
+        wakeWorkers()
     }
 
     /// Rows inserted by this process, counted until ``analyzeIfGrown(by:)`` looks at the table.
