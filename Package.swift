@@ -318,7 +318,7 @@ let package = Package(
             name: "HeraldKitTests",
             dependencies: [
                 "HeraldTestSupport", "HeraldJSON", "HeraldCore", "HeraldPayload", "HeraldLocalization", "HeraldKit", "HeraldSimulator",
-                "HeraldTesting", "HeraldHTTP2", "HeraldTracing",
+                "HeraldTesting", "HeraldHTTP2", "HeraldHTTP2Transport", "HeraldTracing",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 // NotificationSpansTests: swift-distributed-tracing's own tracer that keeps what it made.
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -362,6 +362,7 @@ let package = Package(
                 "HeraldHTTP2Transport", "HeraldTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "PropertyBased", package: "swift-property-based"),

@@ -7,6 +7,10 @@
 #           read them back here with the unstripped herald at /tmp/devbench/hb/bin/herald (same build id)
 #   the queue step samples pg_stat_activity every 50 ms and writes what sessions wait on to $OUT/waits.txt
 #   claimlock  the claim's lease statement alone by pgbench: the cursor row lock against an advisory lock
+#   lanes, lanes_fc, lanes_serve, lanes_queue  herald bench lanes (issue 30): fast-lane p99 under a campaign of
+#           LCOUNT bulk notifications (1,000 streams, 20 ms answers), through HeraldClient (lanes_fc: with the fast
+#           lane on a connection of its own), herald serve's API and the PostgreSQL queue (LWORKERS herald work
+#           processes); each with its own time limit T_LANES
 # One run, on a many-core x86-64 Linux machine with no Swift toolchain, no PostgreSQL and no network,
 # of what the project's 2-core machine cannot show, most important first:
 #   queue     herald bench queue, 1, 2, 4 and 8 workers, on a throwaway PostgreSQL 15 (herald send beside it)
@@ -24,11 +28,13 @@
 #   OUT         folder for results.jsonl (one JSON object a line: the machine, the setup, each step)
 #               and devbench.log; default: out/ beside this script
 #   SCALE       full (default) or small (small counts: a quick check of the bundle on a slow machine)
-#   ONLY        a subset of: queue tls pipeline send1 send http2 http2x8 queue_p4 tls8 (default: all, in that order)
+#   ONLY        a subset of: queue claimlock tls pipeline send1 send sendT perf http2 http2x8 lanes lanes_fc lanes_serve
+#               lanes_queue queue_p4 tls8 (default: queue tls pipeline send1 send sendT perf http2 http2x8 queue_p4 tls8, in that order)
 #   WORK        scratch folder, emptied first (default /tmp/devbench; /var/tmp/devbench if /tmp is noexec)
 #   PG_DURABLE  1: PostgreSQL with its default durability; otherwise fsync, synchronous_commit and
 #               full_page_writes off, as the project's test cluster runs it
 #   QWORKERS, QPRODUCERS, QCOUNT, QROUNDS: bench queue's --workers, --producers, --count, --rounds
+#   LCOUNT, LWORKERS, T_LANES: bench lanes' --count (default 1,000,000; small: 50,000), --workers (1), step limit (150 s)
 #   FORCE_WRAP  1: start every bundled program through the bundled glibc's loader (done anyway when
 #               this machine's glibc is older than the bundle needs)
 set -u
@@ -45,12 +51,12 @@ log() { printf '[%3ds] %s\n' "$SECONDS" "$*" | tee -a "$LOG"; }
 want() { case " $ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 case $SCALE in
-  small) : "${QCOUNT:=20000}" "${QROUNDS:=1}"; TCOUNT=100000; PCOUNT=1000000; PROUNDS=1; LINES=100000; HCOUNT=20000 ;;
-  *)     : "${QCOUNT:=200000}" "${QROUNDS:=5}"; TCOUNT=1000000; PCOUNT=10000000; PROUNDS=5; LINES=1000000; HCOUNT=200000 ;;
+  small) : "${QCOUNT:=20000}" "${QROUNDS:=1}" "${LCOUNT:=50000}"; TCOUNT=100000; PCOUNT=1000000; PROUNDS=1; LINES=100000; HCOUNT=20000 ;;
+  *)     : "${QCOUNT:=200000}" "${QROUNDS:=5}" "${LCOUNT:=1000000}"; TCOUNT=1000000; PCOUNT=10000000; PROUNDS=5; LINES=1000000; HCOUNT=200000 ;;
 esac
 QWORKERS=${QWORKERS:-1,2,4,8}; QPRODUCERS=${QPRODUCERS:-2}
 # Time limits per step (seconds): the whole run stays near 4 minutes even when a step hangs.
-T_QUEUE=${T_QUEUE:-110}; T_TLS=${T_TLS:-55}; T_PIPELINE=${T_PIPELINE:-45}; T_SEND=${T_SEND:-25}; T_HTTP2=${T_HTTP2:-35}
+T_QUEUE=${T_QUEUE:-110}; T_LANES=${T_LANES:-150}; T_TLS=${T_TLS:-55}; T_PIPELINE=${T_PIPELINE:-45}; T_SEND=${T_SEND:-25}; T_HTTP2=${T_HTTP2:-35}
 # The optional steps start only while they fit before END_BY seconds into the run.
 END_BY=${END_BY:-235}
 
@@ -210,7 +216,7 @@ for p in range(int(sys.argv[1]), int(sys.argv[1]) + 100):
 
 # ---- PostgreSQL 15 as an unprivileged user ---------------------------------------------------------
 PGU=; PG_OK=0
-if want queue || want queue_p4 || want claimlock; then
+if want queue || want queue_p4 || want claimlock || want lanes_queue; then
   if [ "$(id -u)" = 0 ]; then
     # A user of its own; else nobody; else one written into /etc/passwd.
     id -u hbpg >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /bin/sh hbpg >/dev/null 2>&1
@@ -398,6 +404,15 @@ J
   fi
 fi
 
+# ---- lanes (issue 30): a fast-lane notification every 10 ms under a campaign, three ways in ------------
+want lanes && step lanes "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT"
+want lanes_fc && step lanes_fc "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT" --fast-connection
+want lanes_serve && step lanes_serve "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT" --via serve
+if want lanes_queue && [ "$PG_OK" = 1 ]; then
+  step lanes_queue "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT" --via queue \
+    --config "$W/bench.json" --workers "${LWORKERS:-1}"
+elif want lanes_queue; then log "lanes_queue skipped: PostgreSQL not up"; fi
+
 # ---- optional: the queue with 4 producers, TLS over 8 connections -------------------------------------
 if want queue_p4 && [ "$PG_OK" = 1 ] && [ $((END_BY - SECONDS)) -ge 80 ]; then
   left=$((END_BY - SECONDS - 20)); [ "$left" -gt 60 ] && left=60
@@ -415,7 +430,7 @@ elif want tls8; then log "tls8 skipped (${SECONDS}s already)"; fi
 # ---- summary ----------------------------------------------------------------------------------------
 log "done; summary:"
 python3 - "$RES" <<'PY' 2>&1 | tee -a "$LOG"
-import json, sys
+import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 def pick(r, keys):
     return ", ".join("%s=%s" % (k, r[k]) for k in keys if k in r)
@@ -431,7 +446,7 @@ for row in rows:
         print(head)
         if not r and not row.get("stderr_json") and row.get("stderr_tail"): print("  stderr: " + row["stderr_tail"][-400:].replace("\n", " | "))
     if s.startswith("queue") and r:
-        counts = sorted(int(k.split("_")[1]) for k in r if k.startswith("workers_") and k.endswith("_per_s") and "rounds" not in k)
+        counts = sorted({int(m.group(1)) for m in (re.match(r"workers_(\d+)_per_s$", k) for k in r) if m})
         print("  send_per_s=%s  %s" % (r.get("send_per_s"), "  ".join("w%d=%s" % (n, r.get("workers_%d_per_s" % n)) for n in counts)))
         print("  ratio_1_worker_to_send=%s more_workers_never_slower=%s cores=%s producers=%s" % (r.get("ratio_1_worker_to_send"),
               r.get("more_workers_never_slower"), r.get("cores"), r.get("producers")))
@@ -451,12 +466,15 @@ for row in rows:
     elif s == "pipeline" and r:
         print("  " + pick(r, ["requests", "requests_per_second", "touch_only_loop_requests_per_second", "ratio_to_touch_only_loop",
               "baseline_loop_requests_per_second", "ratio_to_baseline", "round_requests_per_second", "peak_rss_mib", "balanced"]))
-    elif s == "send" or s.startswith("send_t") or s == "send1":
+    elif s == "send" or s.startswith("send_t") or s == "send1" or s == "http2x8_herald":
         j = row.get("stderr_json") or {}
         j = j.get("summary", j)
         print("  " + pick(j, ["entered", "accepted", "failed", "balanced", "elapsed_s", "rate_per_s"]))
     elif s == "send_check":
         print("  send: %s lines (%s MiB) -> %s outcome lines: %s" % (row.get("lines"), row.get("input_mib"), row.get("outcome_lines"), row.get("outcomes")))
+    elif s.startswith("lanes") and r:
+        print("  " + pick(r, ["via", "fast_lane_connection", "bulk_notifications", "streams", "workers", "bulk_alone_per_s", "bulk_with_fast_per_s",
+              "ratio_bulk_with_fast_to_alone", "fast_sends", "fast_p50_ms", "fast_p99_ms", "fast_max_ms", "duplicates", "peak_rss_mib", "goal_met"]))
     elif s == "http2" and r:
         print("  " + ", ".join("%s=%s" % (k, v) for k, v in r.items() if not isinstance(v, (list, dict))))
     elif s == "postgres" and not row.get("ok"):

@@ -76,7 +76,7 @@ enum HTTP2LibraryAlone {
     /// `request` on stream `id` as the transport sends it: HEADERS (its header block built by the
     /// transport's code), then DATA ending the stream.
     static func frames(_ request: APNsRequest, id: HTTP2StreamID, authority: String, allocator: ByteBufferAllocator) -> (HTTP2Frame, HTTP2Frame) {
-        let headers = HPACKHeaders(request: request, authority: authority, authorization: nil)
+        let headers = HPACKHeaders(request: request, authority: authority)
         let body = allocator.buffer(bytes: request.body)
         return (HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: false))),
                 HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true))))

@@ -176,7 +176,7 @@ extension BenchLanes {
         var sections = root
         sections["transport"] = [
             "type": "http2", "host": "127.0.0.1", "port": target.port, "serverName": "localhost", "caFile": target.caFile,
-            "maxStreams": target.streams, "connections": 1,
+            "maxStreams": target.streams, "connections": 1, "fastLaneConnection": target.fastConnection,
             "providerToken": ["keyFile": keyFile, "keyID": target.key.keyID, "teamID": target.key.teamID],
         ] as [String: Any]
         let path = target.dir + "/work.json"

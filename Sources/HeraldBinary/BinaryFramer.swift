@@ -15,7 +15,19 @@ public struct BinaryFramer: Framer {
     public let format: NotificationFormat
     public init(format: NotificationFormat = .frame) { self.format = format }
 
+    /// The stage's way: the envelope read where it lies (``frame(_:)`` takes a copy of it).
+    public func frame(into envelope: inout Envelope) throws(StageFailure) {
+        let frame = try encode(&envelope)
+        envelope.frame = frame
+    }
+
     public func frame(_ envelope: Envelope) throws(StageFailure) -> Frame {
+        var envelope = envelope
+        return try encode(&envelope)
+    }
+
+    /// `inout` only to be read in place: an envelope lent otherwise was first copied whole.
+    private func encode(_ envelope: inout Envelope) throws(StageFailure) -> Frame {
         // The request read in place: a copy of it cost a retain and a release of each of its references.
         if envelope.request.isBroadcast {
             throw StageFailure("a broadcast push (\"channel-id\") needs an http2 transport: the binary interface sends to devices only")

@@ -68,8 +68,8 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     static func key(_ id: HTTP2StreamID) -> Int { Int(Int32(id)) >> 1 }
     static func id(_ key: Int) -> HTTP2StreamID { HTTP2StreamID(Int32(key) << 1 | 1) }
 
-    /// What opens a stream for a request: its HEADERS and its DATA (nil without a body), on no stream yet.
-    typealias Opening = (headers: HTTP2Frame, data: HTTP2Frame?)
+    /// What opens a stream for a request: its header block and its body (nil without one).
+    typealias Opening = (headers: HPACKHeaders, body: ByteBuffer?)
 
     /// Whether a stream may be opened now.
     var canOpen: Bool {
@@ -77,31 +77,35 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         return true
     }
 
-    /// The frames that open a stream for `request`: only reads it (the driver lends it from the machine) and writes nothing.
-    func opening(_ request: borrowing APNsRequest, authorization: String?) -> Opening {
-        let headers = HPACKHeaders(request: request, authority: authority, authorization: authorization)
-        guard !request.body.isEmpty, let context else { return (HTTP2Frame(streamID: .rootStream, payload: .headers(.init(headers: headers, endStream: true))), nil) }
-        let body = context.channel.allocator.buffer(bytes: request.body)
-        return (HTTP2Frame(streamID: .rootStream, payload: .headers(.init(headers: headers, endStream: false))),
-                HTTP2Frame(streamID: .rootStream, payload: .data(.init(data: .byteBuffer(body), endStream: true))))
+    /// What opens a stream for `request`: only reads it (the driver lends it from the machine) and writes nothing.
+    /// A request's first send takes the header block and body its ``PreparedRequest`` holds (built by
+    /// the sending task, off this loop); a send again builds them here.
+    func opening(_ request: borrowing APNsRequest, prepared: PreparedRequest?, authorization: String?) -> Opening {
+        let parts = prepared.flatMap { $0.headers == nil ? nil : $0 } ?? PreparedRequest(request, authority: authority, allocator: Self.allocator)
+        // Taken out, so that adding the `authorization` writes into the room left for it, in place.
+        var headers = parts.headers.take()!
+        if let authorization { headers.add(name: "authorization", value: authorization) }
+        return (headers, parts.body.take())
     }
 
-    /// Opens a stream with `frames` for the machine's `stream`; false when the connection cannot take it.
-    func open(stream: Int, _ frames: consuming Opening) -> Bool {
-        guard canOpen, let context else { return false }
+    /// For the parts of a request sent again (its first send took what the sending task prepared).
+    static let allocator = ByteBufferAllocator()
+
+    /// Opens a stream with `headers` and `body` (an ``Opening``) for the machine's `stream` (the
+    /// caller has seen ``canOpen``); false when the connection is gone.
+    func open(stream: Int, headers: consuming HPACKHeaders, body: consuming ByteBuffer?) -> Bool {
+        guard let context else { return false }
         let id = HTTP2StreamID(nextStreamID)
         nextStreamID += 2
         pending.insert(Pending(stream: stream), at: Self.key(id))
-        // Taken, not copied (`frames` is consumed: a copy retained the header block and the body).
-        var headers = frames.headers
-        headers.streamID = id
-        context.write(wrapOutboundOut(headers), promise: nil)
+        // The frames made here with their stream id, the header block and body moved into them
+        // (frames made before and given their id here were copied, each reference retained).
         // No promise: a write that fails ends its stream (a `StreamClosedEvent`) or the
         // connection (`channelInactive`), and either reports the stream; a promise a
         // request (and its callback) only said it again.
-        if var data = frames.data {
-            data.streamID = id
-            context.write(wrapOutboundOut(data), promise: nil)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body == nil)))), promise: nil)
+        if let body {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
             // Flushed into `NIOHTTP2Handler` now, so that the DATA leaves behind its HEADERS in the
             // order written: the library sends the DATA frames of one flush in a `Set`'s order, and
             // a server answers as bodies complete, so the streams of a flush closed in no order, and
@@ -180,11 +184,13 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             let key = Self.key(frame.streamID)
             guard pending.update(key, { (p: inout Pending) -> Void in
                 guard p.status == nil else { return }
+                // Names are lowercase in HTTP/2 (the library refuses others); their first byte
+                // tells most apart before a comparison of the whole name.
                 for (name, value, _) in h.headers {
-                    if name == ":status" {
-                        p.status = Int(value)
-                    } else if name.hasPrefix("apns-") {
-                        p.headers.append((name, value))
+                    switch name.utf8.first {
+                    case UInt8(ascii: ":"): if name == ":status" { p.status = Self.status(value) }
+                    case UInt8(ascii: "a"): if name.hasPrefix("apns-") { p.headers.append((name, value)) }
+                    default: break
                     }
                 }
             }) != nil else { return }
@@ -268,6 +274,18 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         }
     }
 
+    /// A `:status` value: three digits (RFC 9110), nil otherwise.
+    static func status(_ value: String) -> Int? {
+        var status = 0
+        var digits = 0
+        for c in value.utf8 {
+            guard c &- UInt8(ascii: "0") < 10, digits < 3 else { return nil }
+            status = status * 10 + Int(c &- UInt8(ascii: "0"))
+            digits += 1
+        }
+        return digits == 3 ? status : nil
+    }
+
     /// A GOAWAY's debug data: APNs sends `{"reason":"…"}`.
     static func reason(_ data: ByteBuffer?) -> String? {
         guard let data, data.readableBytes > 0 else { return nil }
@@ -277,18 +295,39 @@ final class HTTP2ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
+/// What the sending task makes of a request before handing it to the event loop
+/// (``HTTP2Item/prepared``): its header block, without `authorization` (the delivery machine
+/// chooses the token when it opens the stream) but with room for it, and its body in a buffer.
+/// The request's first send takes both (``HTTP2ConnectionHandler/opening(_:prepared:authorization:)``);
+/// a send again builds them anew.
+///
+/// `@unchecked Sendable`: written by the sending task before the item is handed over, then read
+/// and emptied only on the event loop of the driver it was handed to.
+final class PreparedRequest: @unchecked Sendable {
+    var headers: HPACKHeaders?
+    var body: ByteBuffer?
+
+    init(_ request: borrowing APNsRequest, authority: String, allocator: ByteBufferAllocator) {
+        headers = HPACKHeaders(request: request, authority: authority)
+        body = request.body.isEmpty ? nil : allocator.buffer(bytes: request.body)
+    }
+
+    /// The item's prepared request, if the HTTP/2 transport made it.
+    static func of(_ prepared: (any AnyObject & Sendable)?) -> PreparedRequest? { prepared as? PreparedRequest }
+}
+
 extension HPACKHeaders {
-    /// A request's header block as the transport sends it.
-    package init(request: borrowing APNsRequest, authority: String, authorization: String?) {
+    /// A request's header block as the transport sends it, but for the `authorization` the
+    /// delivery machine chooses when it opens the stream: room is left for it, last.
+    package init(request: borrowing APNsRequest, authority: String) {
         self.init()
-        reserveCapacity(6 + request.headers.count)
+        reserveCapacity(5 + request.headers.count + 1)
         add(name: ":method", value: request.method)
         add(name: ":scheme", value: "https")
         // A device's path is unique to its token, like `apns-id`: indexing a unique value would only
         // push the headers every request repeats out of the HPACK table (and lengthen the encoder's search).
         add(name: ":path", value: request.path, indexing: .nonIndexable)
         add(name: ":authority", value: authority)
-        if let authorization { add(name: "authorization", value: authorization) }
         for h in request.headers {
             add(name: h.name, value: h.value, indexing: h.name == "apns-id" || h.name == "apns-request-id" ? .nonIndexable : .indexable)
         }

@@ -63,6 +63,7 @@ final class HTTP2Driver: @unchecked Sendable {
         epoch = .sinceEpoch - .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds))
         machine = HTTP2DeliveryMachine(
             policy: configuration.delivery, sharedTokens: tokens, seed: UInt64.random(in: 0...UInt64.max))
+        machine.keepsSpent = true
     }
 
     var now: Duration { epoch + .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
@@ -147,6 +148,8 @@ final class HTTP2Driver: @unchecked Sendable {
                 queuedCount.subtract(records.count, ordering: .relaxed)
             }
             _ = machine.takeDeadTokens()  // also in the outcome records (apnsUnregisteredAt), which feed the token store
+            // A thousand at a time, and what is left once nothing is in flight (an idle service holds none).
+            if machine.spentCount >= Self.spentBatch || (machine.spentCount > 0 && machine.isSettled) { freeElsewhere(machine.takeSpent()) }
         } while stepAgain
         stepping = false
         var s = tlsStatistics
@@ -165,6 +168,14 @@ final class HTTP2Driver: @unchecked Sendable {
             for c in connections.values { c.close() }
             promise.succeed(())
         }
+    }
+
+    /// Ended requests freed a batch at a time by a task of their own, not one by one on this loop.
+    static let spentBatch = 1024
+
+    func freeElsewhere(_ spent: consuming HTTP2DeliveryMachine.Spent) {
+        let handoff = Handoff(spent)
+        Task.detached { _ = handoff.take() }
     }
 
     /// Runs ``step()`` once the current read is over: the answers of one read
@@ -208,10 +219,12 @@ final class HTTP2Driver: @unchecked Sendable {
                 // The request is read where the machine keeps it, only to build the frames: writing
                 // (which may close the connection and so call back into the machine) comes after.
                 var opening: HTTP2ConnectionHandler.Opening?
-                guard machine.withRequest(ofStream: stream, { opening = handler.opening($0, authorization: authorization) }) else {
+                guard machine.withRequest(ofStream: stream, { request, prepared in
+                    opening = handler.opening(request, prepared: PreparedRequest.of(prepared), authorization: authorization)
+                }) else {
                     return  // the machine ended the stream meanwhile
                 }
-                if let frames = opening, handler.open(stream: stream, frames) {
+                if let (headers, body) = opening.take(), handler.open(stream: stream, headers: headers, body: body) {
                     flushLater(handler)
                     return
                 }

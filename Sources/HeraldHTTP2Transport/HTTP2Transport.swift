@@ -26,6 +26,8 @@ import NIOPosix
 /// loops: one ``HTTP2Driver`` (and delivery machine) a loop, up to one a
 /// connection, each with its share of the connections; every batch goes to the
 /// driver holding fewest notifications. The drivers share one provider token.
+/// With ``HTTP2TransportConfiguration/fastLaneConnection``, one more driver of one connection
+/// takes the fast lane's notifications, and the others the bulk lane's.
 ///
 /// No thread of Swift's cooperative pool blocks: the connections live on
 /// SwiftNIO event loops and OpenSSL works on memory buffers.
@@ -34,10 +36,17 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
 
     public let configuration: HTTP2TransportConfiguration
     let builder: APNsRequestBuilder
-    /// One a loop, each driving its share of the connections.
+    /// One a loop, each driving its share of the connections (with a fast-lane connection, the
+    /// last is its driver).
     let drivers: [HTTP2Driver]
+    /// The driver of the fast lane's own connection, if configured (the last of ``drivers``).
+    let fastDriver: HTTP2Driver?
+    /// The drivers of the bulk lane (every driver, without a fast-lane connection).
+    let bulkDrivers: ArraySlice<HTTP2Driver>
     let gate: FlowGate
     let tokens: SharedProviderTokens?
+    /// For the bodies of requests prepared on the sending task (``PreparedRequest``).
+    let allocator = ByteBufferAllocator()
 
     /// Reads the TLS files now, so problems show before anything is sent.
     public init(configuration: HTTP2TransportConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws(TLSError) {
@@ -58,11 +67,23 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
         // As many drivers as loops, at most one a connection; connections dealt out evenly.
         let total = configuration.delivery.connections
         let count = min(total, Array(group.makeIterator()).count)
-        drivers = (0..<count).map { i in
+        var drivers = (0..<count).map { i in
             var shard = configuration
             shard.delivery.connections = total / count + (i < total % count ? 1 : 0)
             return HTTP2Driver(index: i, loop: group.next(), configuration: shard, tls: tls, gate: gate, tokens: tokens)
         }
+        bulkDrivers = drivers[...]
+        if configuration.fastLaneConnection {
+            // The group's next loop: one the bulk lane's drivers do not use, while the group has more loops than they.
+            var own = configuration
+            own.delivery.connections = 1
+            let fast = HTTP2Driver(index: count, loop: group.next(), configuration: own, tls: tls, gate: gate, tokens: tokens)
+            drivers.append(fast)
+            fastDriver = fast
+        } else {
+            fastDriver = nil
+        }
+        self.drivers = drivers
     }
 
     /// What the connections did, every driver's summed.
@@ -73,14 +94,17 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
     public var statistics: HTTP2TransportStatistics {
         var total = HTTP2TransportStatistics()
         var outages: [Duration] = []
+        var asked = 0
         for d in drivers {
             let s = d.published.withLock { $0 }
             total.add(s)
             if let since = s.outageSince { outages.append(since) }
+            if s.delivery.connections > 0 { asked += 1 }
         }
         total.tokensSigned = tokens?.signed ?? 0
-        // No connection has been ready since the latest of the drivers' outages began, if every driver has one.
-        total.outageSince = outages.count == drivers.count ? outages.max() : nil
+        // No connection has been ready since the latest of the drivers' outages began, if every driver
+        // that has tried to connect has one (a fast-lane connection nothing was sent on says nothing).
+        total.outageSince = !outages.isEmpty && outages.count >= asked ? outages.max() : nil
         return total
     }
 
@@ -99,6 +123,8 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
         for d in drivers {
             let s = d.published.withLock { $0 }
             if let failure = s.failure { return .unavailable(failure) }
+            // A driver never asked to connect (a fast-lane connection nothing was sent on) says nothing.
+            if s.delivery.connections == 0 && s.outageSince == nil { continue }
             // While attempts fail, whether or not anything waits (after giving up on an endpoint never
             // reached nothing does): the last error is the news. With no outage and no work it is ready.
             guard let since = s.outageSince, gate.held > 0 || s.lastError != nil, d.now - since >= .seconds(1) else { return .ready }
@@ -120,11 +146,28 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
     }
 
     public func send(_ batch: [Envelope], outcomes: OutcomeLedger) async throws {
-        let (items, dropped) = builder.items(for: batch)
+        var (items, dropped) = builder.items(for: batch)
         if !dropped.isEmpty { outcomes.record(dropped) }
         guard !items.isEmpty else { return }
+        // The header blocks and bodies built here, on the sending task: the event loop that opens
+        // the streams is what limits a connection (issue 29), and this is work it need not do.
+        let authority = configuration.serverName ?? configuration.host
+        for i in items.indices { items[i].prepared = PreparedRequest(items[i].request, authority: authority, allocator: allocator) }
         await gate.acquire(items.count)
-        let driver = drivers.min { $0.queuedCount.load(ordering: .relaxed) < $1.queuedCount.load(ordering: .relaxed) }!
+        guard let fastDriver else { return enqueue(items, on: bulkDrivers, outcomes: outcomes) }
+        // A batch is usually of one lane: split only when it is not.
+        switch (items.contains { $0.lane == .fast }, items.contains { $0.lane != .fast }) {
+        case (true, false): fastDriver.enqueue(items, ledger: outcomes)
+        case (false, _): enqueue(items, on: bulkDrivers, outcomes: outcomes)
+        case (true, true):
+            fastDriver.enqueue(items.filter { $0.lane == .fast }, ledger: outcomes)
+            enqueue(items.filter { $0.lane != .fast }, on: bulkDrivers, outcomes: outcomes)
+        }
+    }
+
+    /// Hands `items` to the one of `candidates` holding fewest notifications.
+    func enqueue(_ items: consuming [HTTP2Item], on candidates: ArraySlice<HTTP2Driver>, outcomes: OutcomeLedger) {
+        let driver = candidates.min { $0.queuedCount.load(ordering: .relaxed) < $1.queuedCount.load(ordering: .relaxed) }!
         driver.enqueue(items, ledger: outcomes)
     }
 

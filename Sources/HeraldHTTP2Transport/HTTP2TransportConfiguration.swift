@@ -63,6 +63,11 @@ public struct HTTP2TransportConfiguration: Sendable {
     public var defaultTopic: String?
     /// Connections, timeouts, retries and backoff: the rules the in-memory HTTP/2 simulator transport runs too.
     public var delivery = HTTP2DeliveryPolicy()
+    /// Fast-lane notifications on a connection of their own (one more than `delivery.connections`,
+    /// on an event loop of its own where the group has one to spare), never behind a campaign's
+    /// frames in a connection or its loop's work; the bulk lane keeps the `connections` others. Off
+    /// by default: every connection carries both lanes (docs/apps.md, "Lanes").
+    public var fastLaneConnection = false
     /// Streams per connection when the server announces no limit (and a cap on what it announces).
     public var maxStreamsPerConnection = 1000
     /// Notifications held (queued and in flight) before `send` waits: backpressure.

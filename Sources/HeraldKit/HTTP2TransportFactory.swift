@@ -65,6 +65,7 @@ package enum HTTP2TransportFactory {
         c.serverName = try node.string("serverName")
         c.defaultTopic = try node.string("topic")
         c.delivery.connections = try node.int("connections", in: 1...64) ?? c.delivery.connections
+        c.fastLaneConnection = try node.bool("fastLaneConnection") ?? c.fastLaneConnection
         c.maxStreamsPerConnection = try node.int("maxStreams", in: 1...100_000) ?? c.maxStreamsPerConnection
         c.maxQueued = try node.int("maxQueued", in: 1...10_000_000) ?? c.maxQueued
         if let s = try node.int("connectTimeoutSeconds", in: 1...600) { c.delivery.connectTimeout = .seconds(s) }

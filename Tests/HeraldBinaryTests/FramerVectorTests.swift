@@ -22,4 +22,27 @@ struct FramerVectorTests {
         e.payload = Array("{}".utf8)
         #expect(throws: StageFailure.self) { _ = try BinaryFramer(format: .frame).frame(e) }
     }
+
+    @Test("the frame stage sets the frame the framer makes: the binary framer's own in-place way, and a framer of one's own with only frame(_:)")
+    func stageSetsTheFrame() throws {
+        var e = Envelope(sequence: 9, request: NotificationRequest(token: DeviceToken(bytes: [UInt8](repeating: 0xAB, count: 32)), id: 7))
+        e.payload = Array(#"{"aps":{}}"#.utf8)
+        let expected = try BinaryFramer(format: .frame).frame(e)
+        var staged = e
+        try FrameStage(BinaryFramer(format: .frame)).apply(&staged)
+        #expect(staged.frame == expected && staged.payload == e.payload)
+        var own = e
+        try FrameStage(PayloadOnlyFramer()).apply(&own)
+        #expect(own.frame == Frame(bytes: e.payload, identifierOffset: nil))
+        // A failure leaves the envelope unframed.
+        var short = e
+        short.request.token = DeviceToken(bytes: [1, 2])
+        #expect(throws: StageFailure.self) { try FrameStage(BinaryFramer(format: .frame)).apply(&short) }
+        #expect(short.frame == nil)
+    }
+}
+
+/// A framer as an extension would write one: `frame(_:)` only, the stage's `frame(into:)` the default.
+private struct PayloadOnlyFramer: Framer {
+    func frame(_ envelope: Envelope) throws(StageFailure) -> Frame { Frame(bytes: envelope.payload, identifierOffset: nil) }
 }

@@ -85,7 +85,7 @@ struct ClientFaultMixTests {
         let stats = await transport.statistics
         #expect(counters.duplicates <= stats.resentUnanswered, "seed \(seed): duplicates only after unanswered sends")
         // Every notification delivered twice tells its caller: SendOutcome.possibleDuplicate.
-        let twice = Set(counters.deliveries.filter { $0.value > 1 }.keys)
+        let twice = counters.deliveries.duplicated
         let marked = Set(outcomes.filter { $0.1.possibleDuplicate }.compactMap { $0.1.apnsID })
         #expect(twice.isSubset(of: marked), "seed \(seed): delivered twice, not marked: \(twice.subtracting(marked))")
         #expect(marked.count <= stats.resentUnanswered, "seed \(seed)")

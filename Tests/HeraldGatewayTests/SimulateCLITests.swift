@@ -34,11 +34,9 @@ struct SimulateCLITests {
         sim.executableURL = try heraldExecutable()
         let gone = String(repeating: "9a", count: 32)
         sim.arguments = ["simulate", "--certs", dir, "--invalid-token", bad, "--uninstalled-token", gone]
-        let simOut = Pipe()
-        sim.standardOutput = simOut
         sim.standardError = FileHandle.nullDevice
+        let simOut = try startPiping(\.standardOutput, of: sim)
         let collected = OutputCollector(simOut)
-        try sim.run()
         defer { if sim.isRunning { sim.terminate() } }
         try await waitUntil(seconds: 20) { !collected.lines.isEmpty }
         let ready = try JSONSerialization.jsonObject(with: Data(collected.lines[0].utf8)) as! [String: Any]

@@ -73,7 +73,7 @@ struct HTTP2DeliveryFaultMixTests {
         let stats = await transport.statistics
         #expect(counters.duplicates <= stats.resentUnanswered, "duplicates only after unanswered sends")
         // Every notification delivered twice says so in its outcome: possibleDuplicate, and only those resent.
-        let twice = Set(counters.deliveries.filter { $0.value > 1 }.keys)
+        let twice = counters.deliveries.duplicated
         let marked = Set(collector.records.filter(\.possibleDuplicate).compactMap(\.apnsID))
         #expect(twice.isSubset(of: marked), "delivered twice, not marked: \(twice.subtracting(marked))")
         #expect(marked.count <= stats.resentUnanswered)

@@ -103,6 +103,23 @@ struct HTTP2DeliveryMachineTests {
         #expect(shared.signed == 2)
     }
 
+    @Test("with keepsSpent, accepted requests are kept for the shell to free elsewhere, each once, and taken together; without it none are kept")
+    func spentRequests() throws {
+        for keeps in [false, true] {
+            var m = try machine(tokens: false)
+            m.keepsSpent = keeps
+            let s = m.start((0..<4).map(item), now: t0)
+            m.answered(s[0].stream, APNsResponse(status: 200), now: t0)
+            m.answered(s[1].stream, APNsResponse(status: 400, reason: "BadDeviceToken"), now: t0)
+            m.answered(s[2].stream, APNsResponse(status: 503, reason: "ServiceUnavailable"), now: t0)  // retried: its item lives on
+            m.answered(s[3].stream, APNsResponse(status: 200), now: t0)
+            #expect(m.spentCount == (keeps ? 2 : 0))
+            let spent = m.takeSpent()
+            #expect(spent.entries.map(\.item.sequence) == (keeps ? [0, 3] : []))
+            #expect(m.spentCount == 0 && m.takeOutcomes().count == 3)
+        }
+    }
+
     @Test("429 TooManyRequests waits retryLaterDelay; 410 reports the dead token with its timestamp")
     func retryLaterAnd410() throws {
         var m = try machine()

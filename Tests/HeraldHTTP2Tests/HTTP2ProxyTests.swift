@@ -40,7 +40,7 @@ struct HTTP2ProxyTests {
         proxy.arguments = ["-m", "proxy", "--hostname", "127.0.0.1", "--port", "\(port)", "--num-workers", "1", "--num-acceptors", "1"]
         proxy.standardOutput = FileHandle.nullDevice
         proxy.standardError = FileHandle.nullDevice
-        try proxy.run()
+        try startProcess { try proxy.run() }
         let pid = proxy.processIdentifier
         func stopProxy() {
             _ = try? runCommandBlocking("/usr/bin/pkill", ["-KILL", "-P", "\(pid)"])

@@ -5,6 +5,8 @@ import HeraldOpenSSL
 import HeraldSimulator
 import HeraldTestSupport
 import HeraldTesting
+import NIOCore
+import NIOHPACK
 import NIOPosix
 import Testing
 
@@ -239,4 +241,34 @@ struct HTTP2TransportTests {
         #expect(ledger.snapshot.failed == 5)
         #expect(collector.records.allSatisfy { "\($0.outcome)".contains("unknown CA") || "\($0.outcome)".contains("certificate") })
     }
+    @Test("a request prepared on the sending task: its header block in the transport's order and indexing, authorization last, and its body; taken by the first send only")
+    func preparedRequest() throws {
+        let request = APNsRequest(method: "POST", path: "/3/device/" + String(repeating: "ab", count: 32), headers: [
+            .init("apns-push-type", "alert"), .init("apns-id", "6F5C3B1E-2D4A-4B8C-9E7F-0A1B2C3D4E5F"), .init("apns-topic", "com.example.app"),
+        ], body: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        let prepared = PreparedRequest(request, authority: "api.push.apple.com", allocator: ByteBufferAllocator())
+        #expect(PreparedRequest.of(prepared) === prepared && PreparedRequest.of(ByteBufferAllocatorBox()) == nil && PreparedRequest.of(nil) == nil)
+        let taken = prepared.headers.take()
+        var headers = try #require(taken)
+        headers.add(name: "authorization", value: "bearer x.y.z")
+        let expected: [(String, String, HPACKIndexing)] = [
+            (":method", "POST", .indexable), (":scheme", "https", .indexable), (":path", request.path, .nonIndexable),
+            (":authority", "api.push.apple.com", .indexable), ("apns-push-type", "alert", .indexable),
+            ("apns-id", "6F5C3B1E-2D4A-4B8C-9E7F-0A1B2C3D4E5F", .nonIndexable), ("apns-topic", "com.example.app", .indexable),
+            ("authorization", "bearer x.y.z", .indexable),
+        ]
+        #expect(headers.map { "\($0.name)=\($0.value)=\($0.indexable)" } == expected.map { "\($0.0)=\($0.1)=\($0.2)" })
+        #expect(prepared.body.map { Array($0.readableBytesView) } == request.body)
+        #expect(prepared.headers == nil, "taken: a send again builds its own")
+        #expect(PreparedRequest(APNsRequest(method: "POST", path: "/3/device/00", headers: [], body: []), authority: "a", allocator: ByteBufferAllocator()).body == nil)
+    }
+
+    @Test("an answer's :status is three digits, nothing else")
+    func statusValue() {
+        #expect(HTTP2ConnectionHandler.status("200") == 200 && HTTP2ConnectionHandler.status("410") == 410)
+        for bad in ["", "20", "2000", "+20", "2a0", " 200", "0x1"] { #expect(HTTP2ConnectionHandler.status(bad) == nil, "\(bad)") }
+    }
 }
+
+/// An object that is not a ``PreparedRequest``.
+final class ByteBufferAllocatorBox: Sendable {}

@@ -31,11 +31,14 @@ struct CLITests {
         let p = Process()
         p.executableURL = try heraldExecutable()
         p.arguments = ["send", "-"]
-        let input = Pipe(), out = Pipe(), err = Pipe()
-        p.standardInput = input
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
+        let (input, out, err) = try startProcess {
+            let input = Pipe(), out = Pipe(), err = Pipe()
+            p.standardInput = input
+            p.standardOutput = out
+            p.standardError = err
+            try p.run()
+            return (input, out, err)
+        }
         // Collect output on threads of their own, so the child never blocks on a full pipe
         // and no thread of the concurrency pool blocks on a read.
         let stdoutTask = readAllOnThread(out.fileHandleForReading)

@@ -12,11 +12,14 @@ func runHeraldBlocking(_ arguments: [String], stdin: String?) throws -> (Int32, 
     let p = Process()
     p.executableURL = try heraldExecutable()
     p.arguments = arguments
-    let out = Pipe(), err = Pipe(), input = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    p.standardInput = stdin == nil ? FileHandle.nullDevice : input
-    try p.run()
+    let (out, err, input) = try startProcess {
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        try p.run()
+        return (out, err, input)
+    }
     if let stdin {
         input.fileHandleForWriting.write(Data(stdin.utf8))
         try input.fileHandleForWriting.close()

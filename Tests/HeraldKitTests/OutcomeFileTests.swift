@@ -106,10 +106,8 @@ struct OutcomeFileTests {
         let first = Process()
         first.executableURL = try heraldExecutable()
         first.arguments = ["send", "-", "--outcomes", outcomes, "--quiet"]
-        let input = Pipe()
-        first.standardInput = input
         first.standardError = FileHandle.nullDevice
-        try first.run()
+        let input = try startPiping(\.standardInput, of: first)
         try input.fileHandleForWriting.write(contentsOf: Data((#"{"id":1,"token":"\#(goodToken)","alert":"x"}"# + "\n").utf8))
         try await waitUntil(seconds: 10) { ((try? Self.ids(outcomes)) ?? []) == [1] }
         let second = try await runHerald(["send", "--outcomes", outcomes, "--overwrite-outcomes", try temporaryFile("")], timeout: 30)

@@ -33,10 +33,7 @@ struct OutcomeWriteFailureTests {
         let p = Process()
         p.executableURL = try heraldExecutable()
         p.arguments = ["send", requests]
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
+        let (out, err) = try startPiped(p)
         // Read one line, then close our end, as `head -1` does.
         let reader = out.fileHandleForReading
         var first: [UInt8] = []

@@ -79,7 +79,7 @@ struct RecorderCLITests {
         child.arguments = ["send", "--config", dir + "/record.json", dir + "/in.jsonl"]
         child.standardOutput = FileHandle.nullDevice
         child.standardError = FileHandle.nullDevice
-        try child.run()
+        try startProcess { try child.run() }
         // Kill once a few segments exist (and the writer is mid-stream).
         let deadline = Date().addingTimeInterval(60)
         while child.isRunning && Date() < deadline {
@@ -139,10 +139,8 @@ struct EnvironmentOverrideTests {
         p.executableURL = try heraldExecutable()
         p.arguments = arguments
         p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let err = Pipe()
-        p.standardError = err
         p.standardOutput = FileHandle.nullDevice
-        try p.run()
+        let err = try startPiping(\.standardError, of: p)
         let data = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         return (p.terminationStatus, String(decoding: data, as: UTF8.self))

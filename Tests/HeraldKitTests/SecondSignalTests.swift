@@ -77,11 +77,9 @@ struct SecondSignalTests {
         let p = Process()
         p.executableURL = try heraldExecutable()
         p.arguments = ["send", "--config", dir + "/send.json", "--outcomes", dir + "/outcomes.jsonl", dir + "/in.jsonl"]
-        let err = Pipe()
-        p.standardError = err
         p.standardOutput = FileHandle.nullDevice
+        let err = try startPiping(\.standardError, of: p)
         let stderrTask = readAllOnThread(err.fileHandleForReading)
-        try p.run()
         try await Task.sleep(for: .milliseconds(700))
         p.interrupt()
         try await Task.sleep(for: .milliseconds(500))

@@ -216,7 +216,7 @@ func runOpenSSL(_ arguments: [String]) throws -> Int32? {
     p.arguments = arguments
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
-    try p.run()
+    try startProcess { try p.run() }
     p.waitUntilExit()
     return p.terminationStatus
 }

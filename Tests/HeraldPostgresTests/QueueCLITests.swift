@@ -199,10 +199,8 @@ struct QueueServiceTests {
         let p = Process()
         p.executableURL = try heraldExecutable()
         p.arguments = ["work", "--config", config]
-        let err = Pipe()
-        p.standardError = err
         p.standardOutput = FileHandle.nullDevice
-        try p.run()
+        let err = try startPiping(\.standardError, of: p)
         try await Task.sleep(for: .milliseconds(500))
         for round in 0..<3 {
             #expect(try await queue.enqueue(requestLines(1000).lines) == 1000, "round \(round)")
@@ -306,7 +304,7 @@ struct QueueCrashTests {
             let log = try temporaryFile("", suffix: ".log")
             p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
             p.standardOutput = FileHandle.nullDevice
-            try p.run()
+            try startProcess { try p.run() }
             done = try await waitUntilDone(cluster, db, atLeast: done + 3000, while: p)
             #expect(p.isRunning, "the worker ended before the kill: \((try? String(contentsOfFile: log, encoding: .utf8))?.suffix(600) ?? "")")
             let clock = ContinuousClock(), by = clock.now + .seconds(30)
@@ -361,7 +359,7 @@ struct QueueCrashTests {
         p.arguments = ["work", "--config", config, "--drain"]
         p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorLog))
         p.standardOutput = FileHandle.nullDevice
-        try p.run()
+        try startProcess { try p.run() }
         // Not left behind, stopped or running, if the test ends early.
         defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
         _ = try await waitUntilDone(cluster, db, atLeast: 3000, while: p)

@@ -106,7 +106,7 @@ struct ScheduledQueueTests {
             p.arguments = ["work", "--config", config]
             p.standardError = FileHandle.nullDevice
             p.standardOutput = FileHandle.nullDevice
-            try p.run()
+            try startProcess { try p.run() }
             return p
         }
         let first = try work()

@@ -18,10 +18,8 @@ func run(_ tool: String, _ args: [String]) throws -> (Data, Int32) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     p.arguments = [tool] + args
-    let pipe = Pipe()
-    p.standardOutput = pipe
     p.standardError = FileHandle.nullDevice
-    try p.run()
+    let pipe = try startPiping(\.standardOutput, of: p)
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     p.waitUntilExit()
     return (data, p.terminationStatus)

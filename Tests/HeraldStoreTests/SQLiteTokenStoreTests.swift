@@ -197,7 +197,7 @@ struct SQLiteTokenStoreTests {
         child.arguments = ["tokens", "import", "--store", storePath(dir), input]
         child.standardOutput = FileHandle.nullDevice
         child.standardError = FileHandle.nullDevice
-        try child.run()
+        try startProcess { try child.run() }
         // Wait until some batches are committed (read through SQLite, as another process would), then kill.
         let deadline = ContinuousClock.now + .seconds(60)
         var seen = 0

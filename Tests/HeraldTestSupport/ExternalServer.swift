@@ -21,11 +21,13 @@ public final class ExternalServer: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        input = Pipe()
-        output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        (input, output) = try startProcess { [process] in
+            let input = Pipe(), output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            return (input, output)
+        }
         let line = Self.readLine(output.fileHandleForReading)
         guard let data = line.data(using: .utf8), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             process.terminate()

@@ -66,10 +66,7 @@ public func runProcessBlocking(
     p.executableURL = executable
     p.arguments = arguments
     if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
+    let (out, err) = try startPiped(p)
     if let timeout {
         let pid = p.processIdentifier
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { if p.isRunning { kill(pid, SIGKILL) } }

@@ -38,6 +38,47 @@ public func canConnect(_ port: Int) -> Bool {
     }
 }
 
+/// Starts a test's process: `start` makes its pipes, sets them and calls `run()`, under the one lock
+/// every process a test starts is started under; returns what `start` returns (its pipes).
+///
+/// Foundation's `Process.run()` closes in the child only the descriptors up to the highest it saw
+/// open in /proc/self/fd when it looked, just before spawning; a pipe, or the socket pair by which
+/// `Process` learns that its child ended, made by another thread in between reaches that child and
+/// stays open as long as it runs: a short program's output, or its end, waits for a long one started
+/// beside it. A psql query started at the same moment as another psql that ran `\! sleep 62` took
+/// 62 s (`BusyDatabaseTests.idleWriter`, in a CI run). (Outside tests, 4 of 400 `echo` runs
+/// took over a second beside `sleep 3`s started every 20 ms; none under the lock.) Descriptors other
+/// code opens meanwhile (a client's socket) can still reach a child.
+public func startProcess<T>(_ start: () throws -> T) rethrows -> T {
+    processStart.lock()
+    defer { processStart.unlock() }
+    return try start()
+}
+
+private let processStart = NSLock()
+
+/// Starts `process` with one of its standard streams (`\.standardInput`, `\.standardOutput`,
+/// `\.standardError`) on a new pipe, returned (``startProcess(_:)``).
+public func startPiping(_ stream: ReferenceWritableKeyPath<Process, Any?>, of process: Process) throws -> Pipe {
+    try startProcess {
+        let pipe = Pipe()
+        process[keyPath: stream] = pipe
+        try process.run()
+        return pipe
+    }
+}
+
+/// Starts `process` with its standard output and standard error each on a new pipe (``startProcess(_:)``).
+public func startPiped(_ process: Process) throws -> (output: Pipe, error: Pipe) {
+    try startProcess {
+        let output = Pipe(), error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        return (output, error)
+    }
+}
+
 /// Starts `executable` with standard input from /dev/null and every signal
 /// unblocked and handled by default. `Process` would pass on the signal mask
 /// of the thread that starts it: a Dispatch worker thread (where tests run)

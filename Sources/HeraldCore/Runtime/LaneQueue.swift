@@ -12,16 +12,17 @@ public protocol LaneCarrying {
 /// first in, first out; ``prepend(_:)`` puts an item back at the front of its
 /// lane (a retry goes before what came after it). Sans-I/O, no clock.
 public struct LaneQueue<Element: LaneCarrying> {
-    @usableFromInline var fastLane: Deque<Element>
-    @usableFromInline var bulkLane: Deque<Element>
+    /// In chunks (``ChunkedDeque``): a campaign of a million requests queued here never moves at once.
+    @usableFromInline var fastLane: ChunkedDeque<Element>
+    @usableFromInline var bulkLane: ChunkedDeque<Element>
     /// Fast-lane takes since the last bulk take while the bulk lane waited.
     @usableFromInline var fastInARow = 0
     /// While both lanes wait: one take in this many is from the bulk lane.
     @inlinable public static var bulkShareEvery: Int { 10 }
 
     @inlinable public init() {
-        fastLane = Deque()
-        bulkLane = Deque()
+        fastLane = ChunkedDeque()
+        bulkLane = ChunkedDeque()
     }
 
     @inlinable public var isEmpty: Bool { fastLane.isEmpty && bulkLane.isEmpty }
@@ -80,16 +81,12 @@ public struct LaneQueue<Element: LaneCarrying> {
     /// in one piece.
     @inlinable public mutating func take(max: Int, bulk: Int) -> [Element] {
         if bulkLane.isEmpty || bulk <= 0 {
-            let n = Swift.min(max, fastLane.count)
             if bulkLane.isEmpty { fastInARow = 0 }
-            defer { fastLane.removeFirst(n) }
-            return Array(fastLane.prefix(n))
+            return fastLane.removeFirst(upTo: max)
         }
         if fastLane.isEmpty {
-            let n = Swift.min(max, bulk, bulkLane.count)
             fastInARow = 0
-            defer { bulkLane.removeFirst(n) }
-            return Array(bulkLane.prefix(n))
+            return bulkLane.removeFirst(upTo: Swift.min(max, bulk))
         }
         var out: [Element] = []
         out.reserveCapacity(Swift.min(max, count))
@@ -102,13 +99,7 @@ public struct LaneQueue<Element: LaneCarrying> {
     }
 
     /// Empties both lanes, returning what waited (fast lane first).
-    @inlinable public mutating func removeAll() -> [Element] {
-        defer {
-            fastLane.removeAll()
-            bulkLane.removeAll()
-        }
-        return Array(fastLane) + Array(bulkLane)
-    }
+    @inlinable public mutating func removeAll() -> [Element] { fastLane.removeAll() + bulkLane.removeAll() }
 }
 
 extension LaneQueue: Sendable where Element: Sendable {}

@@ -23,6 +23,8 @@ extension Duration {
 
     /// The duration in whole nanoseconds.
     package var inNanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+        // `components` once: each read divides the 128-bit count of attoseconds (a time an answer).
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

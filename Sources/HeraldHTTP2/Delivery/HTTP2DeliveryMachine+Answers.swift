@@ -11,6 +11,7 @@ extension HTTP2DeliveryMachine {
         switch response.disposition {
         case .accepted:
             outcomes.append(f.item.record(.accepted, response))
+            if keepsSpent { spent.append(consume f) }
         case .rejected:
             outcomes.append(f.item.record(.rejected(status), response))
         case .unregistered:

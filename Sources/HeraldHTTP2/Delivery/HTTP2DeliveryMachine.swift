@@ -94,6 +94,13 @@ public struct HTTP2DeliveryMachine: Sendable {
     var bulkInFlight = 0
     public internal(set) var bulkStreams: BulkStreamLimit
     var outcomes: [OutcomeRecord] = []
+    /// With ``keepsSpent``: the entries of requests that ended with their answer, for the shell to
+    /// free on another thread (``takeSpent()``).
+    var spent: [InFlight] = []
+    /// Whether ended requests are kept for ``takeSpent()`` rather than freed where they end: freeing
+    /// each request's strings and arrays was the largest single part of an event loop's own work
+    /// per answer (perf, `herald bench http2 --url`).
+    public var keepsSpent = false
     var actions: [Action] = []
     var deadTokens: [(DeviceToken, Int64?)] = []
     var random: SeededGenerator
@@ -291,16 +298,26 @@ public struct HTTP2DeliveryMachine: Sendable {
     public mutating func takeActions() -> [Action] { defer { actions.removeAll() }; return actions }
 
     /// `body` on the request of open stream `stream` (a ``Action/send(connection:stream:authorization:)``'s),
-    /// where the machine keeps it; false (and `body` not called) when the stream has ended.
+    /// where the machine keeps it, with what the transport prepared of it (``HTTP2Item/prepared``);
+    /// false (and `body` not called) when the stream has ended.
     /// `mutating` only so that a shell keeping the machine in a class reads it in place (a
     /// non-mutating call copied the whole machine first); `body` must not touch the machine.
-    public mutating func withRequest(ofStream stream: Int, _ body: (borrowing APNsRequest) -> Void) -> Bool {
+    public mutating func withRequest(ofStream stream: Int, _ body: (borrowing APNsRequest, (any AnyObject & Sendable)?) -> Void) -> Bool {
         // Through the table's in-place access: unwrapping a read of its optional slot copied the entry.
-        inFlight.update(stream) { body($0.item.request) } != nil
+        inFlight.update(stream) { body($0.item.carried.request, $0.item.prepared) } != nil
     }
     public mutating func takeOutcomes() -> [OutcomeRecord] { defer { outcomes.removeAll() }; return outcomes }
     /// Tokens APNs answered 410 for, with its timestamp (milliseconds since 1970), for the token store.
     public mutating func takeDeadTokens() -> [(DeviceToken, Int64?)] { defer { deadTokens.removeAll() }; return deadTokens }
+    /// Requests ended since the last ``takeSpent()`` (kept with ``keepsSpent``).
+    public var spentCount: Int { spent.count }
+    /// What ended requests held, to be freed by whoever releases it: nothing in it is read again.
+    public struct Spent: Sendable { var entries: [InFlight] }
+    public mutating func takeSpent() -> Spent {
+        var taken: [InFlight] = []
+        swap(&taken, &spent)
+        return Spent(entries: taken)
+    }
 
     /// Nothing queued, waiting or in flight.
     public var isSettled: Bool { queue.isEmpty && delayed.isEmpty && inFlight.isEmpty }

@@ -116,7 +116,7 @@ public actor HTTP2SimulatorTransport: Transport, TransportReporting, WireDescrib
             case .send(let c, let stream, let authorization):
                 let now = now
                 var answer: HTTP2Simulator.Reply?
-                guard machine.withRequest(ofStream: stream, { answer = simulator.handle($0, authorization: authorization, connection: c, now: now) }),
+                guard machine.withRequest(ofStream: stream, { request, _ in answer = simulator.handle(request, authorization: authorization, connection: c, now: now) }),
                       let reply = answer
                 else { continue }
                 connectionOf[stream] = c
