@@ -7,9 +7,9 @@
 #           read them back here with the unstripped herald at /tmp/devbench/hb/bin/herald (same build id)
 #   the queue step samples pg_stat_activity every 50 ms and writes what sessions wait on to $OUT/waits.txt
 #   claimlock  the claim's lease statement alone by pgbench: the cursor row lock against an advisory lock
-#   lanes, lanes_fc, lanes_serve, lanes_queue  herald bench lanes (issue 30): fast-lane p99 under a campaign of
-#           LCOUNT bulk notifications (1,000 streams, 20 ms answers), through HeraldClient (lanes_fc: with the fast
-#           lane on a connection of its own), herald serve's API and the PostgreSQL queue (LWORKERS herald work
+#   lanes, lanes_shared, lanes_serve, lanes_queue  herald bench lanes (issue 30): fast-lane p99 under a campaign of
+#           LCOUNT bulk notifications (1,000 streams, 20 ms answers), through HeraldClient (lanes_shared: without the
+#           fast lane's connection of its own, --no-fast-connection), herald serve's API and the PostgreSQL queue (LWORKERS herald work
 #           processes); each with its own time limit T_LANES
 # One run, on a many-core x86-64 Linux machine with no Swift toolchain, no PostgreSQL and no network,
 # of what the project's 2-core machine cannot show, most important first:
@@ -28,7 +28,7 @@
 #   OUT         folder for results.jsonl (one JSON object a line: the machine, the setup, each step)
 #               and devbench.log; default: out/ beside this script
 #   SCALE       full (default) or small (small counts: a quick check of the bundle on a slow machine)
-#   ONLY        a subset of: queue claimlock tls pipeline send1 send sendT perf http2 http2x8 lanes lanes_fc lanes_serve
+#   ONLY        a subset of: queue claimlock tls pipeline send1 send sendT perf http2 http2x8 lanes lanes_shared lanes_serve
 #               lanes_queue queue_p4 tls8 (default: queue tls pipeline send1 send sendT perf http2 http2x8 queue_p4 tls8, in that order)
 #   WORK        scratch folder, emptied first (default /tmp/devbench; /var/tmp/devbench if /tmp is noexec)
 #   PG_DURABLE  1: PostgreSQL with its default durability; otherwise fsync, synchronous_commit and
@@ -406,7 +406,7 @@ fi
 
 # ---- lanes (issue 30): a fast-lane notification every 10 ms under a campaign, three ways in ------------
 want lanes && step lanes "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT"
-want lanes_fc && step lanes_fc "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT" --fast-connection
+want lanes_shared && step lanes_shared "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT" --no-fast-connection
 want lanes_serve && step lanes_serve "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT" --via serve
 if want lanes_queue && [ "$PG_OK" = 1 ]; then
   step lanes_queue "$T_LANES" env LD_LIBRARY_PATH="$LIB" "$H" bench lanes --count "$LCOUNT" --via queue \

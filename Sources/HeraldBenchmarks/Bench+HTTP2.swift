@@ -113,7 +113,7 @@ struct BenchHTTP2: AsyncParsableCommand {
         let signing = P256.Signing.PrivateKey()
         let key = try ProviderTokenKey(pem: signing.pemRepresentation, keyID: "KEY1234567", teamID: "TEAM123456")
         func simulator() throws -> HTTP2Simulator { try Self.simulator(topic: Self.topic, key: key, maxStreams: maxStreams) }
-        func overTLS(_ connections: Int) async throws -> (Double, LedgerSnapshot, HTTP2Transport, HTTP2SimulatorCounters) {
+        func overTLS(_ connections: Int, fastLaneConnection: Bool = false) async throws -> (Double, LedgerSnapshot, HTTP2Transport, HTTP2SimulatorCounters) {
             let sim = try simulator()
             let server = try await HTTP2SimulatorServer.start(
                 simulator: sim, tls: .server(identity: .pem(certificate: certs.serverCertificate, key: certs.serverKey), clientCA: nil))
@@ -122,6 +122,7 @@ struct BenchHTTP2: AsyncParsableCommand {
             c.serverName = "localhost"
             c.delivery.connections = connections
             c.maxStreamsPerConnection = maxStreams
+            c.fastLaneConnection = fastLaneConnection  // off: the connections measured are the ones asked for
             c.maxQueued = max(c.maxQueued, 2 * maxStreams * connections + batchSize)
             let transport = try HTTP2Transport(configuration: c)
             let (seconds, snapshot) = try await drive(transport, envelopes)
@@ -130,6 +131,9 @@ struct BenchHTTP2: AsyncParsableCommand {
         }
         let one = try await overTLS(1)
         let many = try await overTLS(connections)
+        // The default configuration: these alerts (no priority) are the fast lane's, so they fill the
+        // fast-lane connection's streams and spill onto the one configured connection.
+        let spilled = try await overTLS(1, fastLaneConnection: true)
         var policy = HTTP2DeliveryPolicy()
         policy.connections = 1
         let memory = try simulator()
@@ -139,6 +143,9 @@ struct BenchHTTP2: AsyncParsableCommand {
         r.add("connections", connections)
         await report(&r, "tls_1_connection", seconds: one.0, snapshot: one.1, transport: one.2)
         await report(&r, "tls_\(connections)_connections", seconds: many.0, snapshot: many.1, transport: many.2)
+        await report(&r, "tls_1_connection_and_fast_lane_connection", seconds: spilled.0, snapshot: spilled.1, transport: spilled.2)
+        r.add("tls_1_connection_and_fast_lane_connection_connections", spilled.2.statistics.connections)
+        r.add("ratio_fast_lane_connection_spilled_to_1_connection", one.0 / spilled.0, places: 3)
         r.add("in_memory_per_second", (Double(count) / memorySeconds).rounded())
         r.add("ratio_1_connection_to_in_memory", memorySeconds / one.0, places: 3)
         // One connection against swift-nio-http2 alone on the same requests; here the simulator's
@@ -184,6 +191,7 @@ struct BenchHTTP2: AsyncParsableCommand {
         c.serverName = serverName
         c.delivery.connections = 1
         c.maxStreamsPerConnection = maxStreams
+        c.fastLaneConnection = false  // one connection against the library alone on one
         c.maxQueued = max(c.maxQueued, 2 * maxStreams + batchSize)
         guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
         let requests = try Self.requests(envelopes)

@@ -59,7 +59,7 @@ struct BenchLanes: AsyncParsableCommand {
     @Option(help: "--via serve: HTTP connections POSTing the campaign.") var posters = 4
     @Option(help: "--via queue: configuration file (JSON) with a queue section; its transport is replaced by the simulator's.") var config: String?
     @Option(help: "--via queue: herald work processes.") var workers = 1
-    @Flag(help: "The fast lane on a connection of its own (the transport's fastLaneConnection), beside the campaign's one.") var fastConnection = false
+    @Flag(inversion: .prefixedNo, help: "The fast lane on a connection of its own (the transport's fastLaneConnection, on by default), beside the campaign's one; --no-fast-connection: both lanes on the campaign's.") var fastConnection = true
     @Option(help: "Rounds, each the campaign alone then with fast traffic: each side's best rate counts, and every round's fast sends.") var rounds = 1
 
     enum Via: String, ExpressibleByArgument, CaseIterable { case client, serve, queue }

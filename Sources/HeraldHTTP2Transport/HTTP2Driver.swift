@@ -32,6 +32,10 @@ final class HTTP2Driver: @unchecked Sendable {
     let published = Mutex(HTTP2TransportStatistics())
     /// Notifications handed over and not yet recorded: the transport gives the next batch to the driver holding fewest.
     let queuedCount = Atomic<Int>(0)
+    /// The streams this driver's connections may hold at once: the configured cap, until a server's
+    /// SETTINGS say fewer (the latest server's limit, for each connection). The transport fills a
+    /// fast-lane connection to this and no further.
+    let streamLimit: Atomic<Int>
     /// Wall-clock time minus the monotonic clock, fixed at start: the machine's
     /// `now` is time since 1970 (provider tokens carry it) that never runs backwards.
     let epoch: Duration
@@ -61,6 +65,7 @@ final class HTTP2Driver: @unchecked Sendable {
         self.tls = tls
         self.gate = gate
         epoch = .sinceEpoch - .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds))
+        streamLimit = Atomic(configuration.maxStreamsPerConnection * configuration.delivery.connections)
         machine = HTTP2DeliveryMachine(
             policy: configuration.delivery, sharedTokens: tokens, seed: UInt64.random(in: 0...UInt64.max))
         machine.keepsSpent = true
@@ -309,6 +314,7 @@ final class HTTP2Driver: @unchecked Sendable {
         let cap = configuration.maxStreamsPerConnection
         let limit = min(cap, maxStreams ?? cap)
         trace("settings \(c): max streams \(maxStreams.map(String.init) ?? "unlimited")")
+        streamLimit.store(limit * configuration.delivery.connections, ordering: .relaxed)
         if first {
             machine.connected(c, maxStreams: limit, now: now)
         } else if maxStreams != nil {

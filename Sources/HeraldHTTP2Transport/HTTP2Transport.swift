@@ -27,7 +27,8 @@ import NIOPosix
 /// connection, each with its share of the connections; every batch goes to the
 /// driver holding fewest notifications. The drivers share one provider token.
 /// With ``HTTP2TransportConfiguration/fastLaneConnection``, one more driver of one connection
-/// takes the fast lane's notifications, and the others the bulk lane's.
+/// takes the fast lane's notifications, as many as its streams hold at once (the rest go with the
+/// bulk lane's), and the others the bulk lane's.
 ///
 /// No thread of Swift's cooperative pool blocks: the connections live on
 /// SwiftNIO event loops and OpenSSL works on memory buffers.
@@ -155,14 +156,27 @@ public final class HTTP2Transport: Transport, TransportHealthReporting, Transpor
         for i in items.indices { items[i].prepared = PreparedRequest(items[i].request, authority: authority, allocator: allocator) }
         await gate.acquire(items.count)
         guard let fastDriver else { return enqueue(items, on: bulkDrivers, outcomes: outcomes) }
-        // A batch is usually of one lane: split only when it is not.
-        switch (items.contains { $0.lane == .fast }, items.contains { $0.lane != .fast }) {
-        case (true, false): fastDriver.enqueue(items, ledger: outcomes)
-        case (false, _): enqueue(items, on: bulkDrivers, outcomes: outcomes)
-        case (true, true):
-            fastDriver.enqueue(items.filter { $0.lane == .fast }, ledger: outcomes)
-            enqueue(items.filter { $0.lane != .fast }, on: bulkDrivers, outcomes: outcomes)
+        let fastCount = items.count { $0.lane == .fast }
+        guard fastCount > 0 else { return enqueue(items, on: bulkDrivers, outcomes: outcomes) }
+        // The fast-lane connection takes what its streams hold at once, and no more: past that the
+        // fast lane spills onto the bulk lane's connections (where it still goes before the bulk
+        // lane), so a campaign sent with no priority (the fast lane's) is not held to one connection.
+        // While its latest connection attempt failed, it takes nothing more than what it holds (once
+        // that has ended, the next notification tries it again).
+        let held = fastDriver.queuedCount.load(ordering: .relaxed)
+        let failing = fastDriver.published.withLock { $0.lastError != nil }
+        let room = failing && held > 0 ? 0 : fastDriver.streamLimit.load(ordering: .relaxed) - held
+        // A batch is usually of one lane, and a fast-lane one fits: split only when it does not.
+        if fastCount == items.count && fastCount <= room { return fastDriver.enqueue(items, ledger: outcomes) }
+        var fast: [HTTP2Item] = [], rest: [HTTP2Item] = []
+        let fastTaken = min(fastCount, max(room, 0))
+        fast.reserveCapacity(fastTaken)
+        rest.reserveCapacity(items.count - fastTaken)
+        for item in items {
+            if item.lane == .fast && fast.count < room { fast.append(item) } else { rest.append(item) }
         }
+        if !fast.isEmpty { fastDriver.enqueue(fast, ledger: outcomes) }
+        if !rest.isEmpty { enqueue(rest, on: bulkDrivers, outcomes: outcomes) }
     }
 
     /// Hands `items` to the one of `candidates` holding fewest notifications.

@@ -65,9 +65,11 @@ public struct HTTP2TransportConfiguration: Sendable {
     public var delivery = HTTP2DeliveryPolicy()
     /// Fast-lane notifications on a connection of their own (one more than `delivery.connections`,
     /// on an event loop of its own where the group has one to spare), never behind a campaign's
-    /// frames in a connection or its loop's work; the bulk lane keeps the `connections` others. Off
-    /// by default: every connection carries both lanes (docs/apps.md, "Lanes").
-    public var fastLaneConnection = false
+    /// frames in a connection or its loop's work; the bulk lane keeps the `connections` others. It
+    /// takes as many as its streams hold at once: past that the fast lane spills onto the bulk
+    /// lane's connections, going before the bulk lane there. On by default (docs/apps.md, "Lanes");
+    /// off, every connection carries both lanes.
+    public var fastLaneConnection = true
     /// Streams per connection when the server announces no limit (and a cap on what it announces).
     public var maxStreamsPerConnection = 1000
     /// Notifications held (queued and in flight) before `send` waits: backpressure.

@@ -78,10 +78,41 @@ struct FastLaneConnectionTests {
         #expect(shared.handshakes == 1)
     }
 
-    @Test("fastLaneConnection: off by default; a transport with it has one more driver, of one connection, and the bulk lane's drivers keep every configured connection")
+    @Test("a fast-lane batch larger than what the fast-lane connection's streams hold: it takes that many, the rest go out on the bulk lane's connection, each answered once; emptied, the fast-lane connection takes the next one again")
+    func spillsOntoBulkConnections() async throws {
+        let setup = try await TLSSimulatorSetup.start(answerDelay: .milliseconds(100))
+        defer { Task { await setup.server.stop() } }
+        var c = setup.configuration(connections: 1)
+        c.maxStreamsPerConnection = 2
+        c.fastLaneConnection = true
+        let transport = try HTTP2Transport(configuration: c, group: http2TestGroup)
+        let envelopes = try alertEnvelopes(11)
+        #expect(envelopes.allSatisfy { $0.request.effectiveLane == .fast })
+        let collector = OutcomeCollector()
+        let ledger = OutcomeLedger(observers: [collector])
+        ledger.enter(envelopes.map(\.sequence), count: envelopes.count)
+        try await transport.send(Array(envelopes[0..<10]), outcomes: ledger)
+        let fastDriver = try #require(transport.fastDriver)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while (collector.records.count < 10 || fastDriver.queuedCount.load(ordering: .relaxed) > 0) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        /// Streams opened by each driver: the bulk lane's, then the fast lane's.
+        func streams() -> [Int] { transport.drivers.map { d in d.published.withLock { $0.delivery.streams } } }
+        #expect(streams() == [8, 2])
+        try await transport.send([envelopes[10]], outcomes: ledger)
+        await transport.finish(outcomes: ledger)
+        #expect(streams() == [8, 3])
+        let books = ledger.snapshot
+        #expect(books.isBalanced && books.accepted == 11, "\(books)")
+        #expect(transport.statistics.handshakes == 2)
+        #expect(setup.simulator.counters.duplicates == 0)
+    }
+
+    @Test("fastLaneConnection: on by default; a transport with it has one more driver, of one connection, and the bulk lane's drivers keep every configured connection")
     func configured() throws {
         let setupless = HTTP2TransportConfiguration(host: "127.0.0.1", port: 1, tls: .client(identity: nil))
-        #expect(!setupless.fastLaneConnection)
+        #expect(setupless.fastLaneConnection)
         var c = setupless
         c.delivery.connections = 3
         c.fastLaneConnection = true

@@ -55,6 +55,7 @@ struct HTTP2ProxyTests {
         defer { Task { await setup.server.stop() } }
         var config = setup.configuration()
         config.proxy = HTTPProxy(host: "127.0.0.1", port: port)
+        config.fastLaneConnection = false  // one tunnel
         let transport = try HTTP2Transport(configuration: config, group: http2TestGroup)
         let (ledger, _) = try await sendAll(try alertEnvelopes(500), through: transport)
         #expect(ledger.snapshot.accepted == 500)

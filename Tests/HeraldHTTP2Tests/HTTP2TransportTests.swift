@@ -129,7 +129,9 @@ struct HTTP2TransportTests {
     func streamLimit() async throws {
         let setup = try await TLSSimulatorSetup.start()
         defer { Task { await setup.server.stop() } }
-        let transport = try HTTP2Transport(configuration: setup.configuration(), group: http2TestGroup)
+        var c = setup.configuration()
+        c.fastLaneConnection = false  // one connection's stream limit
+        let transport = try HTTP2Transport(configuration: c, group: http2TestGroup)
         let (ledger, _) = try await sendAll(try alertEnvelopes(2000), through: transport)
         #expect(ledger.snapshot.accepted == 2000)
         #expect(setup.simulator.counters.delivered == 2000 && setup.server.connections == 1)
@@ -158,7 +160,9 @@ struct HTTP2TransportTests {
         defer { Task { await setup.server.stop() } }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 4)
         defer { Task { try? await group.shutdownGracefully() } }
-        let transport = try HTTP2Transport(configuration: setup.configuration(connections: 6), group: group)
+        var c = setup.configuration(connections: 6)
+        c.fastLaneConnection = false  // the configured connections only (FastLaneConnectionTests: with it)
+        let transport = try HTTP2Transport(configuration: c, group: group)
         #expect(transport.drivers.map(\.configuration.delivery.connections) == [2, 2, 1, 1])
         #expect(Set(transport.drivers.map { ObjectIdentifier($0.loop) }).count == 4)
         let (ledger, collector) = try await sendAll(try alertEnvelopes(20_000), through: transport)

@@ -60,6 +60,7 @@ func startPingServer(pingInterval: String, maxSeconds: String = "300") async thr
     config.serverName = "localhost"
     config.defaultTopic = "com.example.app"
     config.delivery.connections = 1
+    config.fastLaneConnection = false  // one connection (StreamOrderTests reads its order)
     return (server, config)
 }
 

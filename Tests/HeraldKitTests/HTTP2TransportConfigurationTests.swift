@@ -16,9 +16,9 @@ struct HTTP2TransportConfigurationTests {
         return try HTTP2TransportFactory.configuration(ConfigNode(file: "herald.json", path: "transport", object: o))
     }
 
-    @Test("fastLaneConnection: off unless given; true turns it on; a value that is not a boolean is an error naming the key")
+    @Test("fastLaneConnection: on unless given; false turns it off; a value that is not a boolean is an error naming the key")
     func fastLaneConnection() throws {
-        #expect(try !Self.transport("").fastLaneConnection)
+        #expect(try Self.transport("").fastLaneConnection)
         #expect(try Self.transport(#", "fastLaneConnection": true"#).fastLaneConnection)
         #expect(try !Self.transport(#", "fastLaneConnection": false"#).fastLaneConnection)
         #expect {
