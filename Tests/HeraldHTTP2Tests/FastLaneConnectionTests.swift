@@ -8,6 +8,16 @@ import Testing
 /// sent while a campaign holds every stream of its connection waits for nothing but its answer.
 @Suite("The HTTP/2 transport's fast-lane connection", .serialized)
 struct FastLaneConnectionTests {
+    /// The simulator answering `answerDelay` late, and a transport of one configured connection of
+    /// two streams, with or without the fast-lane connection. The caller stops the server.
+    func twoStreams(answerDelay: Duration, ownConnection: Bool) async throws -> (TLSSimulatorSetup, HTTP2Transport) {
+        let setup = try await TLSSimulatorSetup.start(answerDelay: answerDelay)
+        var c = setup.configuration(connections: 1)
+        c.maxStreamsPerConnection = 2
+        c.fastLaneConnection = ownConnection
+        return (setup, try HTTP2Transport(configuration: c, group: http2TestGroup))
+    }
+
     /// Twelve bulk notifications queue for both streams of the campaign's connection (answers come
     /// 1 s late, so the campaign holds them about 6 s); once two are on them, a fast-lane one is sent.
     /// With its own connection, a first fast-lane notification opens it (its handshake, which a
@@ -15,12 +25,8 @@ struct FastLaneConnectionTests {
     /// follows while the campaign still holds both streams. Its time to its outcome, how long after
     /// the campaign it was sent, the campaign's outcomes by then, and the handshakes.
     func fastBehindCampaign(ownConnection: Bool) async throws -> (fastSeconds: Double, afterCampaign: Double, campaignDone: Int, handshakes: Int) {
-        let setup = try await TLSSimulatorSetup.start(answerDelay: .seconds(1))
+        let (setup, transport) = try await twoStreams(answerDelay: .seconds(1), ownConnection: ownConnection)
         defer { Task { await setup.server.stop() } }
-        var c = setup.configuration(connections: 1)
-        c.maxStreamsPerConnection = 2
-        c.fastLaneConnection = ownConnection
-        let transport = try HTTP2Transport(configuration: c, group: http2TestGroup)
         let campaignSize = 12
         var envelopes = try alertEnvelopes(campaignSize + 2)
         for i in 0..<campaignSize { envelopes[i].request.lane = .bulk }
@@ -80,12 +86,8 @@ struct FastLaneConnectionTests {
 
     @Test("a fast-lane batch larger than what the fast-lane connection's streams hold: it takes that many, the rest go out on the bulk lane's connection, each answered once; emptied, the fast-lane connection takes the next one again")
     func spillsOntoBulkConnections() async throws {
-        let setup = try await TLSSimulatorSetup.start(answerDelay: .milliseconds(100))
+        let (setup, transport) = try await twoStreams(answerDelay: .milliseconds(100), ownConnection: true)
         defer { Task { await setup.server.stop() } }
-        var c = setup.configuration(connections: 1)
-        c.maxStreamsPerConnection = 2
-        c.fastLaneConnection = true
-        let transport = try HTTP2Transport(configuration: c, group: http2TestGroup)
         let envelopes = try alertEnvelopes(11)
         #expect(envelopes.allSatisfy { $0.request.effectiveLane == .fast })
         let collector = OutcomeCollector()
