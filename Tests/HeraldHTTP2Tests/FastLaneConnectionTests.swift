@@ -1,6 +1,7 @@
 import Foundation
 import HeraldCore
 @testable import HeraldHTTP2Transport
+import HeraldTestSupport
 import HeraldTesting
 import Testing
 
@@ -38,8 +39,7 @@ struct FastLaneConnectionTests {
         try await transport.send(campaign, outcomes: ledger)
         #expect(transport.health == .ready)
         // Until the campaign holds both streams (under load, its connection can take a while).
-        let opened = ContinuousClock.now + .seconds(20)
-        while transport.statistics.delivery.streams < 2 && ContinuousClock.now < opened { try await Task.sleep(for: .milliseconds(5)) }
+        try? await waitUntil(seconds: 20) { transport.statistics.delivery.streams >= 2 }
         // The fast-lane connection was never opened for the campaign.
         #expect(transport.statistics.handshakes == 1)
 
@@ -95,10 +95,7 @@ struct FastLaneConnectionTests {
         ledger.enter(envelopes.map(\.sequence), count: envelopes.count)
         try await transport.send(Array(envelopes[0..<10]), outcomes: ledger)
         let fastDriver = try #require(transport.fastDriver)
-        let deadline = ContinuousClock.now + .seconds(20)
-        while (collector.records.count < 10 || fastDriver.queuedCount.load(ordering: .relaxed) > 0) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try? await waitUntil(seconds: 20) { collector.records.count >= 10 && fastDriver.queuedCount.load(ordering: .relaxed) == 0 }
         /// Streams opened by each driver: the bulk lane's, then the fast lane's.
         func streams() -> [Int] { transport.drivers.map { d in d.published.withLock { $0.delivery.streams } } }
         #expect(streams() == [8, 2])

@@ -67,8 +67,7 @@ struct HTTP2ProxyTests {
         // connections, and a CONNECT sent there waits for no answer. In a CI run the requests then
         // failed at the outage's 0.5 s with no error to name.)
         stopProxy()
-        let closed = ContinuousClock.now + .seconds(10)
-        while canConnect(port) && ContinuousClock.now < closed { try await Task.sleep(for: .milliseconds(10)) }
+        try? await waitUntil(seconds: 10) { !canConnect(port) }
         #expect(!canConnect(port), "proxy.py's port still takes connections 10 s after it was killed")
         var gone = setup.configuration()
         gone.proxy = HTTPProxy(host: "127.0.0.1", port: port)
