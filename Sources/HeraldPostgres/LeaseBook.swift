@@ -27,6 +27,9 @@ public final class LeaseBook: Sendable {
         /// Whose outcome is decided.
         var decided: [Bool]
         var open: Int
+        /// Which of its rows, by place, are the fast lane's (``markFast(_:from:)``; empty: none):
+        /// their outcomes are written beside the bulk lane's, not behind them.
+        var fast: [Bool] = []
         func index(of sequence: UInt64) -> Int? {
             guard sequence >= first, sequence - first < UInt64(rows.count) else { return nil }
             let k = Int(sequence - first)
@@ -55,14 +58,17 @@ public final class LeaseBook: Sendable {
         var undropped: Set<Int64> = []
         /// The span holding `sequence` undecided.
         func find(_ sequence: UInt64) -> (span: Int, index: Int)? {
-            // Spans are in sequence order: the last one starting at or before it.
+            guard let i = last(startingBy: sequence), let k = spans[i].index(of: sequence) else { return nil }
+            return (i, k)
+        }
+        /// The last span starting at or before `sequence` (spans are in sequence order).
+        func last(startingBy sequence: UInt64) -> Int? {
             var lo = 0, hi = spans.count
             while lo < hi {
                 let mid = (lo + hi) / 2
                 if spans[mid].first <= sequence { lo = mid + 1 } else { hi = mid }
             }
-            guard lo > 0, let k = spans[lo - 1].index(of: sequence) else { return nil }
-            return (lo - 1, k)
+            return lo > 0 ? lo - 1 : nil
         }
     }
     let rows = Mutex(Rows())
@@ -101,7 +107,7 @@ public final class LeaseBook: Sendable {
     /// The unanswered claims to look for, and forgets them.
     func takeUnansweredClaims() -> [Int64] { rows.withLock { r in defer { r.unansweredClaims.removeAll() }; return r.unansweredClaims } }
     /// Claimed rows are about to be emitted as `first`, `first + 1`, … (one sequence number each, in order).
-    func hold(_ claimed: [PostgresQueue.Claimed], from first: UInt64) {
+    func hold(_ claimed: some Collection<PostgresQueue.Claimed>, from first: UInt64) {
         guard !claimed.isEmpty else { return }
         let span = Span(first: first, rows: claimed.map(\.id), leases: claimed.map(\.lease), decided: Array(repeating: false, count: claimed.count), open: claimed.count)
         rows.withLock { r in
@@ -110,14 +116,26 @@ public final class LeaseBook: Sendable {
             r.spans.append(span)
         }
     }
-    /// The row and lease of a decided sequence number: held, as unwritten, until ``settle(_:written:)``.
-    func take(_ sequence: UInt64) -> (row: Int64, lease: Int64, attempts: Int)? {
+    /// The rows held from `first` on (``hold(_:from:)``'s) at these places are the fast lane's.
+    /// One whose outcome was decided already is written as the bulk lane's (sooner or later, but
+    /// written).
+    func markFast(_ places: [Int], from first: UInt64) {
+        guard !places.isEmpty else { return }
+        rows.withLock { r in
+            guard let i = r.last(startingBy: first), r.spans[i].first == first else { return }
+            if r.spans[i].fast.isEmpty { r.spans[i].fast = Array(repeating: false, count: r.spans[i].rows.count) }
+            for k in places { r.spans[i].fast[k] = true }
+        }
+    }
+    /// The row and lease of a decided sequence number, and whether it is the fast lane's: held,
+    /// as unwritten, until ``settle(_:written:)``.
+    func take(_ sequence: UInt64) -> (row: Int64, lease: Int64, attempts: Int, fast: Bool)? {
         rows.withLock { r in
             guard let (i, k) = r.find(sequence) else { return nil }
             r.spans[i].decided[k] = true
             r.spans[i].open -= 1
             let lease = r.spans[i].leases[k]
-            let held = (r.spans[i].rows[k], lease, r.leases[lease]?.attempts ?? 1)
+            let held = (r.spans[i].rows[k], lease, r.leases[lease]?.attempts ?? 1, !r.spans[i].fast.isEmpty && r.spans[i].fast[k])
             if r.spans[i].open == 0 { r.spans.remove(at: i) }
             r.undecided -= 1
             r.unwritten += 1

@@ -22,8 +22,9 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
     let book: LeaseBook
     let onProblem: @Sendable (String) -> Void
     let state = Mutex(State())
-    let wakeups: AsyncStream<Void>
-    let wake: AsyncStream<Void>.Continuation
+    /// Wake-ups for each lane's writes: the bulk lane's, then the fast lane's.
+    let wakeups: [AsyncStream<Void>]
+    let wake: [AsyncStream<Void>.Continuation]
     /// ``start()``'s task.
     let started = Mutex<Task<Void, Never>?>(nil)
     /// ``run()`` is running, and opened once it has returned.
@@ -31,7 +32,10 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
     let ended = Latch()
 
     struct State {
-        var pending: [PostgresQueue.Finished] = []
+        /// Outcomes to write, by lane: the bulk lane's (index 0) and the fast lane's (index 1),
+        /// each written two batches at a time, so that an alert's outcome never waits behind a
+        /// campaign's writes (up to 5,000 rows each, 5-15 ms on two busy cores).
+        var pending: [[PostgresQueue.Finished]] = [[], []]
         var report = Report()
         /// Rows whose outcomes were given up (``Report/notWritten``), at most ``givenUpKept``: one
         /// this worker claims again and then writes is no longer counted unwritten.
@@ -72,20 +76,24 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
         self.queue = queue
         self.book = book
         self.onProblem = onProblem
-        (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let lanes = (0..<2).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1)) }
+        (wakeups, wake) = (lanes.map(\.stream), lanes.map(\.continuation))
     }
 
     public func observe(_ records: [OutcomeRecord]) {
+        var lanes = (bulk: false, fast: false)
         state.withLock { s in
             for r in records {
                 guard let held = book.take(r.sequence) else {
                     s.report.unmapped += 1
                     continue
                 }
-                s.pending.append(PostgresQueue.Finished(id: held.row, lease: held.lease, record: r, attempts: held.attempts))
+                s.pending[held.fast ? 1 : 0].append(PostgresQueue.Finished(id: held.row, lease: held.lease, record: r, attempts: held.attempts))
+                if held.fast { lanes.fast = true } else { lanes.bulk = true }
             }
         }
-        wake.yield()
+        if lanes.bulk { wake[0].yield() }
+        if lanes.fast { wake[1].yield() }
     }
 
     /// What was written so far.
@@ -107,7 +115,9 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
         defer { ended.open() }
         await withDiscardingTaskGroup { group in
             group.addTask { await self.renewWhileRunning() }
-            await self.writeUntilFinished()
+            async let fast: Void = writeUntilFinished(lane: 1)
+            await writeUntilFinished(lane: 0)
+            await fast
             group.cancelAll()
         }
     }
@@ -127,7 +137,7 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
             let by = ContinuousClock.now.advanced(by: queue.configuration.lease)
             outage.withLock { $0.finishBy = $0.finishBy ?? by }
         }
-        wake.finish()
+        for w in wake { w.finish() }
     }
 
     /// Writes what is still queued, stops renewing, and reports. When the run
@@ -147,28 +157,28 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
         return report
     }
 
-    func nextBatch() -> [PostgresQueue.Finished]? {
+    func nextBatch(lane: Int) -> [PostgresQueue.Finished]? {
         state.withLock { s in
-            guard !s.pending.isEmpty else { return nil }
-            let n = min(s.pending.count, queue.configuration.writeBatch)
-            let batch = Array(s.pending.prefix(n))
-            s.pending.removeFirst(n)
+            guard !s.pending[lane].isEmpty else { return nil }
+            let n = min(s.pending[lane].count, queue.configuration.writeBatch)
+            let batch = Array(s.pending[lane].prefix(n))
+            s.pending[lane].removeFirst(n)
             return batch
         }
     }
 
-    /// Writes batches two at a time (on two of the pool's connections): while the database works
-    /// on one, the next is on its way.
-    func writeUntilFinished() async {
+    /// Writes a lane's batches (``State/pending``) two at a time (on two of the pool's
+    /// connections): while the database works on one, the next is on its way.
+    func writeUntilFinished(lane: Int) async {
         var previous: Task<Void, Never>?
         func pump() async {
-            while let batch = nextBatch() {
+            while let batch = nextBatch(lane: lane) {
                 let earlier = previous
                 previous = Task { await self.write(batch) }
                 await earlier?.value
             }
         }
-        for await _ in wakeups { await pump() }
+        for await _ in wakeups[lane] { await pump() }
         await pump()
         await previous?.value
     }

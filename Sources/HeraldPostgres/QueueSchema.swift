@@ -307,6 +307,7 @@ public enum QueueSchema {
         plans,
         transactionRows,
         noTableScans,
+        fastLook,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.

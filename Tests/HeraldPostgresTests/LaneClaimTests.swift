@@ -140,4 +140,51 @@ struct LaneClaimTests {
         await #expect(try tally(cluster, db) == ["done|accepted": 820])
         await queue.close()
     }
+
+    @Test("the fast lane's look (migration 17): asked with the newest row it saw, it leases nothing; a new alert changes that row, and the look takes the fast lane's new rows alone, in one statement; a look whose answer was lost is found again by its token")
+    func lookForTheFastLane() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db, lease: .seconds(3600))).start()
+        try await queue.migrate()
+        let leases = "SELECT count(*) FROM herald_leases"
+        let empty = try await queue.lookFast(limit: 100, token: 1, seen: nil)
+        #expect(empty.claim.rows.isEmpty && empty.claim.emptyLeases.isEmpty)
+        _ = try await queue.enqueue((0..<50).map { Self.line($0, .bulk) })
+        let fast = try await queue.enqueueReturningIDs((50..<53).map { Self.line($0, .fast) })
+        let first = try await queue.lookFast(limit: 100, token: 2, seen: empty.newest)
+        #expect(first.claim.rows.map(\.id) == fast, "\(first.claim.rows.map(\.id))")
+        #expect(first.newest > empty.newest)
+        #expect(try await cluster.psql(db, leases) == "1")
+        // Nothing new: the question alone, no lease.
+        let again = try await queue.lookFast(limit: 100, token: 3, seen: first.newest)
+        #expect(again.claim.rows.isEmpty && again.newest == first.newest)
+        #expect(try await cluster.psql(db, leases) == "1")
+        // Whatever the newest row (nil): a claim of the fast lane's new rows, here none.
+        #expect(try await queue.lookFast(limit: 100, token: 4, seen: nil).claim.rows.isEmpty)
+        // One more alert; its answer "lost" (the caller never reads it): found by the token.
+        let alert = try await queue.enqueueReturningIDs([Self.line(60, .fast)])
+        _ = try await queue.lookFast(limit: 100, token: 5, seen: first.newest)
+        let found = try await queue.recoverClaims([5])
+        #expect(found.rows.map(\.id) == alert)
+        // The campaign is untouched: a claim takes all of it.
+        #expect(try await queue.claim(limit: 100).rows.count == 50)
+        await queue.close()
+    }
+
+    @Test("a worker's claim without the fast lane (its looker takes alerts): while the bulk lane has rows waiting, the fast lane's are left; once it has none, they are taken")
+    func claimsLeaveAlertsToTheLooker() async throws {
+        let (cluster, db) = try await freshDatabase()
+        let queue = PostgresQueue(configuration: queueConfiguration(cluster, db, lease: .seconds(3600))).start()
+        try await queue.migrate()
+        let bulk = try await queue.enqueueReturningIDs((0..<30).map { Self.line($0, .bulk) })
+        let fast = try await queue.enqueueReturningIDs((30..<35).map { Self.line($0, .fast) })
+        func claim(_ limit: Int) async throws -> [Int64] {
+            try await queue.claim(limit: limit, token: 0, fast: false, inFlight: { [] }, leased: { _ in }).rows.map(\.id)
+        }
+        #expect(try await claim(20) == Array(bulk.prefix(20)))
+        #expect(try await claim(20) == Array(bulk.suffix(10)))
+        // The bulk lane has nothing waiting now.
+        #expect(try await claim(20) == fast)
+        await queue.close()
+    }
 }
