@@ -27,9 +27,6 @@ public final class LeaseBook: Sendable {
         /// Whose outcome is decided.
         var decided: [Bool]
         var open: Int
-        /// Which of its rows, by place, are the fast lane's (``markFast(_:from:)``; empty: none):
-        /// their outcomes are written beside the bulk lane's, not behind them.
-        var fast: [Bool] = []
         func index(of sequence: UInt64) -> Int? {
             guard sequence >= first, sequence - first < UInt64(rows.count) else { return nil }
             let k = Int(sequence - first)
@@ -58,17 +55,14 @@ public final class LeaseBook: Sendable {
         var undropped: Set<Int64> = []
         /// The span holding `sequence` undecided.
         func find(_ sequence: UInt64) -> (span: Int, index: Int)? {
-            guard let i = last(startingBy: sequence), let k = spans[i].index(of: sequence) else { return nil }
-            return (i, k)
-        }
-        /// The last span starting at or before `sequence` (spans are in sequence order).
-        func last(startingBy sequence: UInt64) -> Int? {
+            // Spans are in sequence order: the last one starting at or before it.
             var lo = 0, hi = spans.count
             while lo < hi {
                 let mid = (lo + hi) / 2
                 if spans[mid].first <= sequence { lo = mid + 1 } else { hi = mid }
             }
-            return lo > 0 ? lo - 1 : nil
+            guard lo > 0, let k = spans[lo - 1].index(of: sequence) else { return nil }
+            return (lo - 1, k)
         }
     }
     let rows = Mutex(Rows())
@@ -116,26 +110,14 @@ public final class LeaseBook: Sendable {
             r.spans.append(span)
         }
     }
-    /// The rows held from `first` on (``hold(_:from:)``'s) at these places are the fast lane's.
-    /// One whose outcome was decided already is written as the bulk lane's (sooner or later, but
-    /// written).
-    func markFast(_ places: [Int], from first: UInt64) {
-        guard !places.isEmpty else { return }
-        rows.withLock { r in
-            guard let i = r.last(startingBy: first), r.spans[i].first == first else { return }
-            if r.spans[i].fast.isEmpty { r.spans[i].fast = Array(repeating: false, count: r.spans[i].rows.count) }
-            for k in places { r.spans[i].fast[k] = true }
-        }
-    }
-    /// The row and lease of a decided sequence number, and whether it is the fast lane's: held,
-    /// as unwritten, until ``settle(_:written:)``.
-    func take(_ sequence: UInt64) -> (row: Int64, lease: Int64, attempts: Int, fast: Bool)? {
+    /// The row and lease of a decided sequence number: held, as unwritten, until ``settle(_:written:)``.
+    func take(_ sequence: UInt64) -> (row: Int64, lease: Int64, attempts: Int)? {
         rows.withLock { r in
             guard let (i, k) = r.find(sequence) else { return nil }
             r.spans[i].decided[k] = true
             r.spans[i].open -= 1
             let lease = r.spans[i].leases[k]
-            let held = (r.spans[i].rows[k], lease, r.leases[lease]?.attempts ?? 1, !r.spans[i].fast.isEmpty && r.spans[i].fast[k])
+            let held = (r.spans[i].rows[k], lease, r.leases[lease]?.attempts ?? 1)
             if r.spans[i].open == 0 { r.spans.remove(at: i) }
             r.undecided -= 1
             r.unwritten += 1

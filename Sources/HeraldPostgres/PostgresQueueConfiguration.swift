@@ -156,13 +156,13 @@ public struct PostgresQueueConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// The client for the claim and the outcome write, the two statements run for every batch, both
-    /// prepared: six connections (two claims and two writes of each lane run at once), whose sessions plan a
+    /// prepared: five connections (two claims, two writes and the fast lane's look run at once), whose sessions plan a
     /// prepared statement once (`plan_cache_mode` `force_generic_plan`). Left to choose, the server
     /// planned the outcome write anew on every run, since its arrays' lengths make each custom plan
     /// look cheaper than a generic one: planning took as long as running it.
     var plannedClient: PostgresClient.Configuration {
         var c = client
-        c.options.maximumConnections = 6
+        c.options.maximumConnections = 5
         c.options.additionalStartupParameters = plannedStartupParameters
         return c
     }

@@ -283,15 +283,12 @@ public struct PostgresQueueSource: NotificationSource {
     /// Emits claimed rows, noted in the book first (each is emitted once, in order, as the next
     /// sequence number); a row that is not a valid request is emitted as invalid.
     func emit(_ rows: ArraySlice<PostgresQueue.Claimed>, into sink: SourceSink, flush: Bool = true) async {
-        let first = sink.emitted
-        book.hold(rows, from: first)
+        book.hold(rows, from: sink.emitted)
         let now = Duration.sinceEpochMilliseconds
-        var fast: [Int] = []
-        for (k, row) in zip(0..., rows) {
+        for row in rows {
             var body = row.body
             switch body.withUTF8({ RequestLine.decode(UnsafeRawBufferPointer($0), decoder: decoder) }) {
             case .request(let request):
-                if request.effectiveLane == .fast { fast.append(k) }
                 if let expired = request.expiredBeforeSending(nowMilliseconds: now) {
                     await sink.emitDropped(request, line: Int(row.id), reason: expired)
                 } else {
@@ -300,10 +297,6 @@ public struct PostgresQueueSource: NotificationSource {
             case .invalid(let reason, let id, let token): await sink.emitInvalid(line: Int(row.id), reason: reason, id: id, token: token, lineKey: lineKey)
             }
         }
-        // Before the last partial batch goes: the outcomes of the fast lane's rows are written
-        // beside the bulk lane's (a row of a batch handed on already may be decided by now: its
-        // outcome is then written with the bulk lane's).
-        book.markFast(fast, from: first)
         // Hand the last partial batch on now: nothing may wait behind an idle source.
         if flush { await sink.flush() }
     }

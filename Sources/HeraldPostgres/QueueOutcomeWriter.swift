@@ -22,9 +22,8 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
     let book: LeaseBook
     let onProblem: @Sendable (String) -> Void
     let state = Mutex(State())
-    /// Wake-ups for each lane's writes: the bulk lane's, then the fast lane's.
-    let wakeups: [AsyncStream<Void>]
-    let wake: [AsyncStream<Void>.Continuation]
+    let wakeups: AsyncStream<Void>
+    let wake: AsyncStream<Void>.Continuation
     /// ``start()``'s task.
     let started = Mutex<Task<Void, Never>?>(nil)
     /// ``run()`` is running, and opened once it has returned.
@@ -32,10 +31,7 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
     let ended = Latch()
 
     struct State {
-        /// Outcomes to write, by lane: the bulk lane's (index 0) and the fast lane's (index 1),
-        /// each written two batches at a time, so that an alert's outcome never waits behind a
-        /// campaign's writes (up to 5,000 rows each, 5-15 ms on two busy cores).
-        var pending: [[PostgresQueue.Finished]] = [[], []]
+        var pending: [PostgresQueue.Finished] = []
         var report = Report()
         /// Rows whose outcomes were given up (``Report/notWritten``), at most ``givenUpKept``: one
         /// this worker claims again and then writes is no longer counted unwritten.
@@ -76,24 +72,20 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
         self.queue = queue
         self.book = book
         self.onProblem = onProblem
-        let lanes = (0..<2).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1)) }
-        (wakeups, wake) = (lanes.map(\.stream), lanes.map(\.continuation))
+        (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     public func observe(_ records: [OutcomeRecord]) {
-        var lanes = (bulk: false, fast: false)
         state.withLock { s in
             for r in records {
                 guard let held = book.take(r.sequence) else {
                     s.report.unmapped += 1
                     continue
                 }
-                s.pending[held.fast ? 1 : 0].append(PostgresQueue.Finished(id: held.row, lease: held.lease, record: r, attempts: held.attempts))
-                if held.fast { lanes.fast = true } else { lanes.bulk = true }
+                s.pending.append(PostgresQueue.Finished(id: held.row, lease: held.lease, record: r, attempts: held.attempts))
             }
         }
-        if lanes.bulk { wake[0].yield() }
-        if lanes.fast { wake[1].yield() }
+        wake.yield()
     }
 
     /// What was written so far.
@@ -115,9 +107,7 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
         defer { ended.open() }
         await withDiscardingTaskGroup { group in
             group.addTask { await self.renewWhileRunning() }
-            async let fast: Void = writeUntilFinished(lane: 1)
-            await writeUntilFinished(lane: 0)
-            await fast
+            await self.writeUntilFinished()
             group.cancelAll()
         }
     }
@@ -137,7 +127,7 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
             let by = ContinuousClock.now.advanced(by: queue.configuration.lease)
             outage.withLock { $0.finishBy = $0.finishBy ?? by }
         }
-        for w in wake { w.finish() }
+        wake.finish()
     }
 
     /// Writes what is still queued, stops renewing, and reports. When the run
@@ -157,28 +147,28 @@ public final class QueueOutcomeWriter: OutcomeObserver, Service {
         return report
     }
 
-    func nextBatch(lane: Int) -> [PostgresQueue.Finished]? {
+    func nextBatch() -> [PostgresQueue.Finished]? {
         state.withLock { s in
-            guard !s.pending[lane].isEmpty else { return nil }
-            let n = min(s.pending[lane].count, queue.configuration.writeBatch)
-            let batch = Array(s.pending[lane].prefix(n))
-            s.pending[lane].removeFirst(n)
+            guard !s.pending.isEmpty else { return nil }
+            let n = min(s.pending.count, queue.configuration.writeBatch)
+            let batch = Array(s.pending.prefix(n))
+            s.pending.removeFirst(n)
             return batch
         }
     }
 
-    /// Writes a lane's batches (``State/pending``) two at a time (on two of the pool's
-    /// connections): while the database works on one, the next is on its way.
-    func writeUntilFinished(lane: Int) async {
+    /// Writes batches two at a time (on two of the pool's connections): while the database works
+    /// on one, the next is on its way.
+    func writeUntilFinished() async {
         var previous: Task<Void, Never>?
         func pump() async {
-            while let batch = nextBatch(lane: lane) {
+            while let batch = nextBatch() {
                 let earlier = previous
                 previous = Task { await self.write(batch) }
                 await earlier?.value
             }
         }
-        for await _ in wakeups[lane] { await pump() }
+        for await _ in wakeups { await pump() }
         await pump()
         await previous?.value
     }

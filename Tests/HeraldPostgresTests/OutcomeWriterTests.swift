@@ -29,47 +29,6 @@ struct OutcomeWriterTests {
         return (cluster, db, queue, held, book)
     }
 
-    @Test("the fast lane's outcomes are written beside the bulk lane's, not behind them: with the campaign's two writes in flight, each held 5 s, an alert's outcome observed after them is written first")
-    func fastOutcomesBesideBulk() async throws {
-        let (cluster, db) = try await freshDatabase()
-        // Two outcomes a write: the campaign's four fill both writes a lane has in flight.
-        var configuration = queueConfiguration(cluster, db, lease: .seconds(60))
-        configuration.writeBatch = 2
-        let queue = PostgresQueue(configuration: configuration, owner: "lanes").start()
-        try await queue.migrate()
-        let bulk = try await queue.enqueueReturningIDs((0..<4).map { LaneClaimTests.line($0, .bulk) })
-        let alert = try await queue.enqueueReturningIDs([LaneClaimTests.line(4, .fast)])
-        let held = try await claimSoon(queue, limit: 10)
-        #expect(held.map(\.id) == bulk + alert)
-        _ = try await cluster.psql(db, """
-            CREATE FUNCTION herald_test_slow_bulk() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF EXISTS (SELECT 1 FROM notifications n WHERE n.id = ANY(NEW.ids) AND n.lane = 'bulk') THEN PERFORM pg_sleep(5); END IF;
-                RETURN NEW;
-            END $$;
-            CREATE TRIGGER herald_test_slow_bulk BEFORE INSERT ON herald_outcomes FOR EACH ROW EXECUTE FUNCTION herald_test_slow_bulk();
-            """)
-        let book = LeaseBook()
-        book.claim(held)
-        book.hold(held, from: 0)
-        book.markFast([4], from: 0)
-        let writer = QueueOutcomeWriter(queue: queue, book: book)
-        writer.start()
-        let record = { (k: Int) in OutcomeRecord(sequence: UInt64(k), line: nil, id: nil, token: nil, outcome: .accepted) }
-        writer.observe((0..<4).map(record))
-        // The campaign's two writes under way (their sessions sleeping in the trigger), then the alert's outcome.
-        let busy = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'"
-        try await waitUntil(seconds: 60) { (try? cluster.psqlBlocking(db, busy)) == "2" }
-        writer.observe([record(4)])
-        let done = "SELECT string_agg(id::text, ',' ORDER BY id) FROM herald_rows WHERE state = 'done'"
-        try await waitUntil(seconds: 60) { !((try? cluster.psqlBlocking(db, done)) ?? "").isEmpty }
-        #expect(try await cluster.psql(db, done) == "\(alert[0])", "the alert's outcome waited behind the campaign's write")
-        let report = await writer.finish()
-        #expect(report.written == 5, "\(report)")
-        await #expect(try tally(cluster, db) == ["done|accepted": 5])
-        await queue.close()
-    }
-
     @Test("an outage costs one lease of retries, not one per batch: six batches refused, the five behind the first given up at their first refusal, counted not written, rows left leased for a later claim")
     func outageCostsOneLease() async throws {
         let (cluster, db, queue, held, book) = try await sixRowsRefused(owner: "refused", writeBatch: 1)
