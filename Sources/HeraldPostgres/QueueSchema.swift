@@ -308,6 +308,7 @@ public enum QueueSchema {
         transactionRows,
         noTableScans,
         fastLook,
+        cachedCheck,
     ]
 
     /// The span of ids an outcome group covers (its ids are in ascending order), as its index has it.
