@@ -164,16 +164,12 @@ public struct PostgresQueueSource: NotificationSource {
     func lookForFastRows(_ shared: SharedSink, until done: Latch) async {
         var newest: Int64?
         var lastLook = (notified: queue.notificationCount, at: ContinuousClock.now)
-        var backlog = false
         var failures = 0
         while !done.isOpen && !stopping(shared.sink) {
             try? await Task.sleep(for: failures == 0 ? Self.fastProbe : BackoffPolicy.queueDatabase.bound(afterFailures: failures))
             let held = book.held
-            if held < heldLimit && backlog {
-                backlog = false
-                shared.fastBacklog.store(false, ordering: .relaxed)
-            }
-            guard held > 0, held < 2 * heldLimit, !backlog else { continue }
+            if held < heldLimit { shared.fastBacklog.store(false, ordering: .relaxed) }
+            guard held > 0, held < 2 * heldLimit, !shared.fastBacklog.load(ordering: .relaxed) else { continue }
             let whatever = queue.notificationCount != lastLook.notified || ContinuousClock.now - lastLook.at >= min(Self.fastLook, queue.configuration.poll)
             if whatever { lastLook = (queue.notificationCount, .now) }
             let token = queue.nextClaimToken()
@@ -182,8 +178,7 @@ public struct PostgresQueueSource: NotificationSource {
                 failures = 0
                 newest = look.newest
                 let rows = await noted(look.claim, tokens: [token])
-                backlog = rows.count >= queue.configuration.batch
-                if backlog { shared.fastBacklog.store(true, ordering: .relaxed) }
+                if rows.count >= queue.configuration.batch { shared.fastBacklog.store(true, ordering: .relaxed) }
                 if !rows.isEmpty { await shared.emit(rows, by: self) }
             } catch {
                 // It may have leased rows: the main loop finds them by the token.
@@ -240,12 +235,12 @@ public struct PostgresQueueSource: NotificationSource {
 
     /// Claims a batch, never under one of the leases this worker holds, and notes it in the book at
     /// once: from then on its leases are renewed, whether or not it has been emitted yet.
-    /// Without `bulk`, none of the bulk lane's new rows.
-    func claimBatch(bulk: Bool = true, fast: Bool = true) async throws(QueueError) -> [PostgresQueue.Claimed] {
+    /// Without `fast`, none of the fast lane's while the bulk lane has rows waiting.
+    func claimBatch(fast: Bool = true) async throws(QueueError) -> [PostgresQueue.Claimed] {
         let token = queue.nextClaimToken()
         do {
             let claim = try await queue.claim(
-                limit: queue.configuration.batch, token: token, bulk: bulk, fast: fast, inFlight: { [book] in book.leases },
+                limit: queue.configuration.batch, token: token, fast: fast, inFlight: { [book] in book.leases },
                 leased: { [book] in book.reserve($0, token: token) })
             return await noted(claim, tokens: [token])
         } catch {
